@@ -1,0 +1,160 @@
+"""Find problems and candidates on disk and turn them into jobs, without importing any of them.
+
+Layout: problems/<level>/<id>_<Name>.py and kernels/<level>/<id>_<Name>/<candidate>.py.
+A problem name resolves from a path, a file stem ("56_Matmul_Sigmoid_Sum"), "level2/56" or
+"level2/56_Matmul_Sigmoid_Sum"; an unknown or ambiguous name lists the close matches.
+"""
+from __future__ import annotations
+
+import ast
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import InputError
+
+PROBLEM_NAMES = ("Model", "get_inputs", "get_init_inputs")
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: Path
+    level: str      # the folder it lives in: level1, level2, cpu, ...
+    stem: str       # file name without .py: 56_Matmul_Sigmoid_Sum
+
+    @property
+    def key(self) -> str:
+        return f"{self.level}/{self.stem}"
+
+    @property
+    def id(self) -> str:
+        return self.stem.split("_", 1)[0]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    path: Path
+    name: str
+    backend: str              # cuda | cpu | triton | torch (no compiled code found)
+    file_error: str = ""      # what is wrong with the file itself (e.g. no ModelNew); reported, not run
+
+    def runs_on(self, device: str) -> bool:
+        return self.backend == "torch" or (self.backend == "cpu") == (device == "cpu")
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def _parse(path: Path, what: str) -> ast.Module:
+    try:
+        return ast.parse(path.read_text(), filename=str(path))
+    except SyntaxError as e:
+        raise InputError(f"{path}:{e.lineno}: syntax error in {what} file ({e.msg})") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: cannot read {what} file ({e})") from None
+
+
+def check_problem_file(path: Path) -> None:
+    """A problem must define Model, get_inputs() and get_init_inputs() at top level."""
+    missing = [n for n in PROBLEM_NAMES if n not in _top_level_names(_parse(path, "problem"))]
+    if missing:
+        raise InputError(f"{path}: problem file defines no {', '.join(missing)}; a problem needs "
+                         "class Model(nn.Module), get_inputs() and get_init_inputs()")
+
+
+def detect_backend(tree: ast.Module) -> str:
+    """cuda if a load_inline/load call gets CUDA sources, cpu if only C++ ones, triton if it imports triton.
+
+    A module constant BACKEND = "cuda" | "cpu" | "triton" overrides the guess.
+    """
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "BACKEND" for t in node.targets)
+                and isinstance(node.value, ast.Constant) and node.value.value in ("cuda", "cpu", "triton")):
+            return node.value.value
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            fn = node.func
+            fname = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
+            if fname == "load_inline":
+                found.add("cuda" if any(k.arg == "cuda_sources" for k in node.keywords) or len(node.args) > 2
+                          else "cpu")
+            elif fname == "load":
+                cu = any(isinstance(c, ast.Constant) and str(c.value).endswith(".cu") for c in ast.walk(node))
+                found.add("cuda" if cu else "cpu")
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if any(m.split(".")[0] == "triton" for m in mods):
+                found.add("triton")
+    for backend in ("cuda", "triton", "cpu"):
+        if backend in found:
+            return backend
+    return "torch"
+
+
+def read_candidate(path: Path) -> Candidate:
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: candidate file not found; pass an existing .py file defining ModelNew")
+    try:
+        tree = ast.parse(path.read_text(), filename=str(path))
+    except SyntaxError as e:
+        return Candidate(path, path.stem, "torch", f"syntax error at line {e.lineno}: {e.msg}")
+    error = "" if "ModelNew" in _top_level_names(tree) else \
+        "defines no ModelNew; a candidate needs class ModelNew(nn.Module) taking Model's constructor arguments"
+    return Candidate(path, path.stem, detect_backend(tree), error)
+
+
+class Catalog:
+    def __init__(self, problems_root: Path, kernels_root: Path):
+        self.problems_root = Path(problems_root)
+        self.kernels_root = Path(kernels_root)
+
+    def problems(self) -> list[Problem]:
+        if not self.problems_root.is_dir():
+            raise InputError(f"{self.problems_root}: problems folder not found; run from the repo root or set "
+                             "paths.problems in the config")
+        found = [Problem(p, p.parent.name, p.stem) for p in self.problems_root.glob("*/*.py")
+                 if not p.name.startswith("_")]
+        return sorted(found, key=lambda p: (p.level, _id_sort(p.stem), p.stem))
+
+    def resolve(self, name: str) -> Problem:
+        path = Path(name)
+        if path.suffix == ".py" or path.is_file():
+            if not path.is_file():
+                raise InputError(f"{path}: problem file not found")
+            check_problem_file(path)
+            return Problem(path, path.parent.name, path.stem)
+        problems = self.problems()
+        level, _, rest = name.rpartition("/")
+        matches = [p for p in problems if (not level or p.level == level) and rest in (p.stem, p.id)]
+        if len(matches) == 1:
+            check_problem_file(matches[0].path)
+            return matches[0]
+        if matches:
+            raise InputError(f"problem '{name}' is ambiguous: {', '.join(p.key for p in matches)}; "
+                             "name the level too, e.g. level2/56")
+        names = [p.key for p in problems] + [p.stem for p in problems]
+        close = difflib.get_close_matches(name, names, n=5, cutoff=0.4)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; `kbench list` shows the problems"
+        raise InputError(f"unknown problem '{name}'{hint}")
+
+    def candidates(self, problem: Problem) -> list[Candidate]:
+        folder = self.kernels_root / problem.level / problem.stem
+        return [read_candidate(p) for p in sorted(folder.glob("*.py")) if not p.name.startswith("_")]
+
+
+def _id_sort(stem: str) -> int:
+    head = stem.split("_", 1)[0]
+    return int(head) if head.isdigit() else 1 << 30

@@ -1,0 +1,145 @@
+"""kbench commands: parse, build the Config, call the pipeline, render, exit code. Nothing else lives here.
+
+Exit codes: 0 every job correct, 1 a candidate failed (incorrect, crashed, flagged...), 2 bad usage/input.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from . import results as R
+from .catalog import Catalog, read_candidate
+from .config import load_config
+from .errors import InputError
+from .executor import execute, plan
+from .report import render, to_json
+from .results import RunStore
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Judge GPU kernels: build candidates, prove them correct, measure their speedup.")
+err = Console(stderr=True)
+
+ConfigOpt = typer.Option(None, "--config", "-c", help="YAML config (see configs/).")
+DeviceOpt = typer.Option(None, "--device", help="auto | cuda | cpu (default: the config's, auto).")
+JsonOpt = typer.Option(False, "--json", help="Print results as JSON on stdout (tables go to stderr).")
+OutOpt = typer.Option(None, "--out", help="Runs folder (default: the config's paths.runs, ./runs).")
+SetOpt = typer.Option([], "--set", help="Override any config key, e.g. --set timing.budget_s=5.")
+
+
+def _setup(config, device, out, sets):
+    cfg = load_config(config, overrides={"device": device, "paths.runs": out and str(out)}, sets=sets)
+    return cfg, resolve_device(cfg.device), Catalog(Path(cfg.paths.problems), Path(cfg.paths.kernels))
+
+
+def resolve_device(device: str) -> str:
+    import torch   # the parent may ask whether a GPU exists; it never creates tensors or imports candidates
+    has_cuda = torch.cuda.is_available()
+    if device == "cuda" and not has_cuda:
+        raise InputError("--device cuda: no CUDA GPU is visible here; use --device cpu (or auto)")
+    return device if device != "auto" else ("cuda" if has_cuda else "cpu")
+
+
+def _run(cfg, device, jobs, skipped, as_json: bool, title: str, build_only: bool = False) -> list:
+    out = err if as_json else Console()
+    if skipped:
+        err.print(f"skipped {len(skipped)} candidate(s) not for device {device}: " + "; ".join(skipped[:5])
+                  + (" ..." if len(skipped) > 5 else ""), highlight=False)
+    if not jobs:
+        raise InputError(f"nothing to run on {device}: no matching candidates (kernels under {cfg.paths.kernels}/"
+                         "<level>/<problem>/, or pass --kernel FILE)")
+    store = RunStore(Path(cfg.paths.runs))
+    store.write_config(cfg.to_dict())
+    results = execute(jobs, cfg, device, store, err, build_only=build_only)
+    render(results, out, f"{title} · {device} · run {store.run_id} ({store.results_file})")
+    if as_json:
+        print(to_json(results, store.run_id, device))
+    return results
+
+
+def _exit_code(results) -> int:
+    return 0 if all(r.status == R.OK for r in results) else 1
+
+
+@app.command()
+def check(problem: str = typer.Argument(..., help="Path, stem (56_Matmul_Sigmoid_Sum) or level2/56."),
+          kernel: List[Path] = typer.Option([], "--kernel", "-k", help="Candidate file(s); default: all of "
+                                                                      "the problem's candidates."),
+          config: Optional[Path] = ConfigOpt, device: Optional[str] = DeviceOpt, json: bool = JsonOpt,
+          out: Optional[Path] = OutOpt, set_: List[str] = typer.Option([], "--set", help=SetOpt.help)):
+    """Build, verify and time the candidates of one problem."""
+    cfg, dev, catalog = _setup(config, device, out, set_)
+    prob = catalog.resolve(problem)
+    for k in kernel:
+        cand = read_candidate(k)
+        if cand.file_error:
+            raise InputError(f"{k}: {cand.file_error}")
+        if not cand.runs_on(dev):
+            raise InputError(f"{k}: a {cand.backend} candidate cannot run on device {dev}; "
+                             f"use --device {'cpu' if cand.backend == 'cpu' else 'cuda'}")
+    jobs, skipped = plan(catalog, [prob], kernel, dev)
+    results = _run(cfg, dev, jobs, skipped, json, f"check {prob.key}")
+    bad_input = [r for r in results if r.status in R.INPUT_ERRORS]
+    if bad_input:
+        raise InputError(f"{bad_input[0].candidate_path}: {bad_input[0].message}")
+    raise typer.Exit(_exit_code(results))
+
+
+def _select(catalog, problems: list[str], all_: bool):
+    if all_ == bool(problems):
+        raise InputError("name one or more problems, or pass --all (not both)")
+    return catalog.problems() if all_ else [catalog.resolve(p) for p in problems]
+
+
+@app.command()
+def bench(problems: List[str] = typer.Argument(None, help="Problems to run (or --all)."),
+          all_: bool = typer.Option(False, "--all", help="Every problem under paths.problems."),
+          config: Optional[Path] = ConfigOpt, device: Optional[str] = DeviceOpt, json: bool = JsonOpt,
+          out: Optional[Path] = OutOpt, set_: List[str] = typer.Option([], "--set", help=SetOpt.help)):
+    """Run every candidate of the selected problems on the device."""
+    cfg, dev, catalog = _setup(config, device, out, set_)
+    jobs, skipped = plan(catalog, _select(catalog, problems or [], all_), [], dev)
+    raise typer.Exit(_exit_code(_run(cfg, dev, jobs, skipped, json, "bench")))
+
+
+@app.command()
+def build(problems: List[str] = typer.Argument(None, help="Problems whose candidates to build (or --all)."),
+          all_: bool = typer.Option(False, "--all", help="Every problem under paths.problems."),
+          config: Optional[Path] = ConfigOpt, device: Optional[str] = DeviceOpt, json: bool = JsonOpt,
+          out: Optional[Path] = OutOpt, set_: List[str] = typer.Option([], "--set", help=SetOpt.help)):
+    """Compile candidates in parallel processes (cached by content); run nothing."""
+    cfg, dev, catalog = _setup(config, device, out, set_)
+    jobs, skipped = plan(catalog, _select(catalog, problems or [], all_), [], dev)
+    raise typer.Exit(_exit_code(_run(cfg, dev, jobs, skipped, json, "build", build_only=True)))
+
+
+@app.command("list")
+def list_(config: Optional[Path] = ConfigOpt,
+          set_: List[str] = typer.Option([], "--set", help=SetOpt.help)):
+    """Problems and their candidates (with the backend each candidate needs)."""
+    cfg = load_config(config, sets=set_)
+    catalog = Catalog(Path(cfg.paths.problems), Path(cfg.paths.kernels))
+    t = Table(title=f"problems under {cfg.paths.problems}/", title_justify="left")
+    t.add_column("problem")
+    t.add_column("candidates")
+    for p in catalog.problems():
+        cands = catalog.candidates(p)
+        t.add_row(p.key, ", ".join(f"{c.name} ({c.backend})" for c in cands) or "[dim]none[/]")
+    Console().print(t)
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except InputError as e:
+        err.print(f"error: {e}", highlight=False, markup=False, soft_wrap=True)
+        sys.exit(2)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        err.print("interrupted; results so far are in the run folder")
+        sys.exit(130)

@@ -1,0 +1,259 @@
+"""Correctness: same weights, fresh seeded inputs per trial, candidate first, strict comparison, fp64 oracle.
+
+Each check is a small function returning None (pass) or a one-line reason; `run_trials` strings them
+together and fills a Correctness record plus integrity flags.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+
+import torch
+
+from .results import Correctness, Flag
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+@contextlib.contextmanager
+def tf32_off():
+    """The reference must compute in true fp32: TF32 would hide a candidate's precision loss."""
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+             torch.get_float32_matmul_precision())
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved[:2]
+        torch.set_float32_matmul_precision(saved[2])
+
+
+def synchronize(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def to_device(obj, device: str, dtype: torch.dtype):
+    """Move tensors to the device; float32 tensors take the run's dtype, other dtypes are kept."""
+    if isinstance(obj, torch.Tensor):
+        obj = obj.to(device)
+        return obj.to(dtype) if obj.dtype == torch.float32 else obj
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_device(o, device, dtype) for o in obj)
+    return obj
+
+
+def clone(obj):
+    if isinstance(obj, torch.Tensor):
+        return obj.clone()
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(clone(o) for o in obj)
+    return obj
+
+
+def tensors(obj) -> list:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        return [t for o in obj for t in tensors(o)]
+    return []
+
+
+def make_inputs(problem, seed: int, device: str, dtype: torch.dtype):
+    torch.manual_seed(seed)
+    return list(to_device(list(problem.get_inputs()), device, dtype))
+
+
+def construct(cls, init_inputs, device: str, dtype: torch.dtype, seed: int):
+    """Build a module on the device from the problem's init inputs, with a fixed seed."""
+    with torch.device(device):
+        torch.manual_seed(seed)
+        module = cls(*init_inputs)
+    return module.to(device=device, dtype=dtype).eval()
+
+
+def share_weights(ref, cand) -> str:
+    """Copy the reference's parameters into the candidate when names and shapes match; say how it went."""
+    ref_sd, cand_sd = ref.state_dict(), cand.state_dict()
+    if ref_sd and ref_sd.keys() == cand_sd.keys() and all(ref_sd[k].shape == cand_sd[k].shape for k in ref_sd):
+        cand.load_state_dict(ref_sd)
+        return "state_dict"
+    return "seed" if ref_sd or cand_sd else "none"
+
+
+# --- checks on one trial's outputs -------------------------------------------------------------------
+
+def check_output_types(ref_out, cand_out) -> str | None:
+    """Outputs must be plain torch.Tensors with the reference's structure, shape, dtype and device."""
+    r, c = tensors(ref_out), tensors(cand_out)
+    if isinstance(ref_out, torch.Tensor) != isinstance(cand_out, torch.Tensor) or len(r) != len(c):
+        return f"output structure differs: expected {_describe(ref_out)}, got {_describe(cand_out)}"
+    for i, (a, b) in enumerate(zip(r, c)):
+        if type(b) is not torch.Tensor:
+            return f"output {i} is a {type(b).__name__}, not a plain torch.Tensor"
+        if b.shape != a.shape:
+            return f"output {i} shape {tuple(b.shape)} != expected {tuple(a.shape)}"
+        if b.dtype != a.dtype:
+            return f"output {i} dtype {b.dtype} != expected {a.dtype}"
+        if b.device != a.device:
+            return f"output {i} on {b.device}, expected {a.device}"
+    return None
+
+
+def check_aliasing(cand_out, inputs) -> str | None:
+    """An output sharing storage with an input is a view or a reused buffer, not a result."""
+    ptrs = {t.untyped_storage().data_ptr() for t in tensors(inputs) if t.numel()}
+    for i, t in enumerate(tensors(cand_out)):
+        if t.numel() and t.untyped_storage().data_ptr() in ptrs:
+            return f"output {i} shares memory with an input"
+    return None
+
+
+def check_inputs_unchanged(pristine, used) -> str | None:
+    for i, (a, b) in enumerate(zip(tensors(pristine), tensors(used))):
+        if not torch.equal(a.flatten().view(torch.uint8), b.flatten().view(torch.uint8)):
+            return f"input {i} was modified by the candidate"
+    return None
+
+
+def compare(ref_out, cand_out, atol: float, rtol: float) -> dict:
+    """Element-wise comparison: NaN/Inf positions must match, then |c - r| <= atol + rtol * |r|."""
+    stats = {"max_abs": 0.0, "max_rel": 0.0, "mismatches": 0, "reason": None}
+    for i, (r, c) in enumerate(zip(tensors(ref_out), tensors(cand_out))):
+        if not (r.is_floating_point() or r.is_complex()):
+            bad = int((r != c).sum())
+            stats["mismatches"] += bad
+            if bad and not stats["reason"]:
+                stats["reason"] = f"output {i}: {bad} of {r.numel()} integer elements differ"
+            continue
+        r64, c64 = r.double(), c.double()
+        for name, fn in (("NaN", torch.isnan), ("Inf", torch.isinf)):
+            bad = int((fn(r64) != fn(c64)).sum())
+            if bad:
+                stats["mismatches"] += bad
+                stats["reason"] = stats["reason"] or f"output {i}: {name} at {bad} positions where the reference has none (or vice versa)"
+        finite = torch.isfinite(r64) & torch.isfinite(c64)
+        diff = (c64 - r64).abs().where(finite, torch.zeros_like(r64))
+        if diff.numel():
+            stats["max_abs"] = max(stats["max_abs"], float(diff.max()))
+            stats["max_rel"] = max(stats["max_rel"], float((diff / r64.abs().clamp_min(atol)).max()))
+        close = diff <= atol + rtol * r64.abs().where(finite, torch.zeros_like(r64))
+        bad = int((~close & finite).sum())
+        stats["mismatches"] += bad
+        if bad and not stats["reason"]:
+            stats["reason"] = (f"output {i}: {bad} of {r.numel()} elements outside atol={atol:g}, rtol={rtol:g} "
+                               f"(max abs err {float(diff.max()):.3g})")
+    return stats
+
+
+def rel_l2(out, oracle) -> float:
+    num = sum(float((a.double() - b).pow(2).sum()) for a, b in zip(tensors(out), tensors(oracle)))
+    den = sum(float(b.pow(2).sum()) for b in tensors(oracle))
+    return math.sqrt(num / den) if den > 0 else math.sqrt(num)
+
+
+def oracle_errors(ref, inputs, ref_out, cand_out) -> tuple[float, float] | None:
+    """Run the reference in float64 (in place, then back: fp32 -> fp64 -> fp32 is exact) on the same inputs."""
+    dtypes = {p.dtype for p in ref.parameters()} | {b.dtype for b in ref.buffers()}
+    if len(dtypes) > 1 or any(not d.is_floating_point for d in dtypes):
+        return None   # mixed or integer state: converting back would not be exact
+    if not any(t.is_floating_point() for t in tensors(ref_out)):
+        return None
+    original = next(iter(dtypes), None)
+    try:
+        ref.double()
+        inputs64 = [t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs]
+        with torch.no_grad(), tf32_off():
+            oracle = ref(*inputs64)
+    except (RuntimeError, TypeError, NotImplementedError):
+        return None   # an op without float64 support: no oracle for this problem
+    finally:
+        if original is not None:
+            ref.to(original)
+    return rel_l2(ref_out, oracle), rel_l2(cand_out, oracle)
+
+
+def poison_free_memory(device: str, nbytes: int) -> None:
+    """Fill a block of the CUDA caching allocator with NaN and give it back, so a candidate that returns
+    torch.empty() memory (e.g. the reference's freed output) reads NaN instead of a correct answer."""
+    if device != "cuda" or nbytes <= 0:
+        return
+    block = torch.empty(nbytes // 4 + 1, dtype=torch.float32, device="cuda")
+    block.fill_(float("nan"))
+    del block
+
+
+# --- the trial loop ----------------------------------------------------------------------------------
+
+def run_trials(problem, ref, cand, weights: str, cfg, device: str, dtype: torch.dtype, tolerance: float,
+               calls) -> tuple[Correctness, list[Flag]]:
+    """`calls` is a zero-arg callable returning the running count of calls into the candidate's extensions."""
+    result = Correctness(trials=cfg.trials, atol=tolerance, rtol=tolerance, weights=weights)
+    flags: list[Flag] = []
+    for trial in range(cfg.trials):
+        inputs = make_inputs(problem, cfg.seed + 1 + trial, device, dtype)
+        cand_in, ref_in = clone(inputs), clone(inputs)
+        out_bytes = sum(t.numel() * t.element_size() for t in tensors(inputs))
+        poison_free_memory(device, 4 * out_bytes)
+        before = calls()
+        with torch.no_grad():
+            cand_out = cand(*cand_in)        # candidate first: it cannot read the reference's freed output
+        synchronize(device)
+        if trial == 0 and calls() == before and not flags_named(flags, "no-custom-kernel"):
+            flags.append(Flag("no-custom-kernel", "error",
+                              "the forward made no call into the candidate's compiled extension functions"))
+        with torch.no_grad(), tf32_off():
+            ref_out = ref(*ref_in)
+        synchronize(device)
+        reason = (check_output_types(ref_out, cand_out) or check_aliasing(cand_out, cand_in))
+        if reason:
+            flags.append(Flag("bad-output", "error", reason))
+            result.detail = result.detail or f"trial {trial}: {reason}"
+            break
+        mutated = check_inputs_unchanged(inputs, cand_in)
+        if mutated and not flags_named(flags, "input-mutated"):
+            flags.append(Flag("input-mutated", "error", mutated))
+        stats = compare(ref_out, cand_out, tolerance, tolerance)
+        result.max_abs_err = max(result.max_abs_err, stats["max_abs"])
+        result.max_rel_err = max(result.max_rel_err, stats["max_rel"])
+        result.mismatches += stats["mismatches"]
+        if stats["reason"] is None:
+            result.passed += 1
+        elif not result.detail:
+            result.detail = f"trial {trial}: {stats['reason']}"
+        if trial == 0:
+            errs = oracle_errors(ref, inputs, ref_out, cand_out)
+            if errs:
+                result.oracle_err_ref, result.oracle_err_cand = errs
+        del cand_out, ref_out
+    flag = precision_flag(result, dtype, cfg.precision_factor)
+    if flag:
+        flags.append(flag)
+    return result, flags
+
+
+def precision_flag(c: Correctness, dtype: torch.dtype, factor: float) -> Flag | None:
+    """Candidate error vs fp64 many times the reference's, and above a couple of ulps: lower precision inside."""
+    if factor <= 0 or c.oracle_err_cand is None or c.oracle_err_ref is None:
+        return None
+    floor = 2 * torch.finfo(dtype).eps
+    if c.oracle_err_cand > factor * c.oracle_err_ref and c.oracle_err_cand > floor:
+        ratio = c.oracle_err_cand / max(c.oracle_err_ref, 1e-300)
+        return Flag("precision", "error",
+                    f"error vs fp64 oracle {c.oracle_err_cand:.2e} is {ratio:.1f}x the reference's "
+                    f"{c.oracle_err_ref:.2e} (limit {factor:g}x): lower precision inside (TF32/fp16?)")
+    return None
+
+
+def flags_named(flags: list[Flag], name: str) -> bool:
+    return any(f.name == name for f in flags)
+
+
+def _describe(obj) -> str:
+    if isinstance(obj, torch.Tensor):
+        return "a tensor"
+    if isinstance(obj, (list, tuple)):
+        return f"a {type(obj).__name__} of {len(obj)}"
+    return type(obj).__name__

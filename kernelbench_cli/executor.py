@@ -1,0 +1,88 @@
+"""Plan jobs (problem x candidate for the device) and run them: parallel builds, then one fresh worker
+per job on the device, each Result appended to the run store the moment it arrives."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from . import results as R
+from .build import build_all, build_env, build_parallelism, cache_dir
+from .catalog import Candidate, Catalog, Problem, read_candidate
+from .isolation import run_isolated
+from .results import Result, RunStore
+
+
+@dataclass
+class Job:
+    problem: Problem
+    candidate: Candidate
+
+    def spec(self, cfg, device: str) -> dict:
+        return {"problem_key": self.problem.key, "problem_path": str(self.problem.path),
+                "candidate_name": self.candidate.name, "candidate_path": str(self.candidate.path),
+                "device": device, "config": cfg.to_dict(), "cache_dir": cache_dir(cfg), "mode": "run"}
+
+
+def plan(catalog: Catalog, problems: list[Problem], kernels: list[Path], device: str) -> tuple[list[Job], list[str]]:
+    """Jobs for the device, and notes on what was left out (e.g. CUDA candidates on the CPU)."""
+    jobs, skipped = [], []
+    for problem in problems:
+        cands = [read_candidate(k) for k in kernels] if kernels else catalog.candidates(problem)
+        for cand in cands:
+            if cand.runs_on(device):
+                jobs.append(Job(problem, cand))
+            else:
+                skipped.append(f"{problem.key}::{cand.name} ({cand.backend} candidate, device {device})")
+    return jobs, skipped
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TextColumn("{task.fields[current]}"), console=console)
+
+
+def file_error_result(job: Job, cfg, device: str) -> Result:
+    status = R.MISSING_MODELNEW if "ModelNew" in job.candidate.file_error else R.IMPORT_ERROR
+    return Result(problem=job.problem.key, candidate=job.candidate.name, candidate_path=str(job.candidate.path),
+                  device=device, dtype=cfg.dtype, status=status, phase="done",
+                  message=f"{job.candidate.path}: {job.candidate.file_error}")
+
+
+def build_jobs(jobs: list[Job], cfg, device: str, work_dir: Path, console: Console) -> dict[str, Result]:
+    """Compile every candidate in parallel processes, with a progress bar; {candidate_path: build Result}."""
+    specs = [job.spec(cfg, device) for job in jobs if not job.candidate.file_error]
+    if not specs:
+        return {}
+    with _progress(console) as progress:
+        task = progress.add_task("build", total=len(specs), current="")
+        done = lambda r: progress.update(task, advance=1, current=f"{r.candidate}: {r.build.status}")  # noqa: E731
+        return build_all(specs, cfg, work_dir, device, on_done=done)
+
+
+def execute(jobs: list[Job], cfg, device: str, store: RunStore, console: Console, build_only: bool = False,
+            on_result=None) -> list[Result]:
+    builds = build_jobs(jobs, cfg, device, store.dir / "work", console)
+    _, max_jobs = build_parallelism(cfg, 1)
+    env = build_env(cfg, device, max_jobs)
+    results = []
+    with _progress(console) as progress:
+        task = progress.add_task("build" if build_only else "run", total=len(jobs), current="")
+        for i, job in enumerate(jobs):
+            progress.update(task, current=f"{job.problem.key}::{job.candidate.name}")
+            built = builds.get(str(job.candidate.path))
+            if job.candidate.file_error:
+                result = file_error_result(job, cfg, device)
+            elif build_only or built is None or built.status != R.OK:
+                result = built
+            else:
+                result = run_isolated(job.spec(cfg, device), store.dir / "work", f"job-{i}", cfg.timeouts.run_s, env)
+                result.build = built.build          # the build phase saw the real compile (or cache hit)
+            store.append(result)
+            results.append(result)
+            if on_result:
+                on_result(result)
+            progress.update(task, advance=1)
+    return results

@@ -1,0 +1,112 @@
+"""Worker-side loading: import a .py file as its own module, and intercept load_inline while doing so.
+
+The interceptor gives every extension a build directory keyed by a hash of everything that changes the
+binary (sources, flags, torch/CUDA versions, target arch), so an unchanged candidate is never rebuilt and
+two candidates never share a half-built directory. It records which functions each extension exports and
+counts calls into them (integrity uses the counts), and keeps the compiler output of a failed build even
+if the candidate swallows the exception.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import json
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import torch
+import torch.utils.cpp_extension as cpp_extension
+
+KEY_VERSION = 1   # bump when the key's recipe changes
+
+
+def import_file(path: str | os.PathLike, module_name: str):
+    """Execute `path` as module `module_name` (registered in sys.modules so pickling/dataclasses work)."""
+    spec = importlib.util.spec_from_file_location(module_name, str(path))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class BuildFailed(RuntimeError):
+    """load_inline failed to compile or link; the message holds the compiler output."""
+
+
+class CountingModule:
+    """Stands in for a compiled extension module; counts calls into its exported functions."""
+
+    def __init__(self, module, functions, counts: Counter, ext: str):
+        self._module, self._functions, self._counts, self._ext = module, set(functions), counts, ext
+        self._wrapped = {}
+
+    def __getattr__(self, attr):
+        value = getattr(self._module, attr)
+        if attr not in self._functions or not callable(value):
+            return value
+        if attr not in self._wrapped:
+            counts, key = self._counts, f"{self._ext}.{attr}"
+
+            def counted(*args, **kwargs):
+                counts[key] += 1
+                return value(*args, **kwargs)
+            counted.__name__ = attr
+            self._wrapped[attr] = counted
+        return self._wrapped[attr]
+
+
+class BuildInterceptor:
+    def __init__(self, cache_root: Path, verbose: bool = False):
+        self.cache_root = Path(cache_root).expanduser()
+        self.verbose = verbose
+        self.extensions: list[dict] = []      # one record per load_inline call
+        self.failure: str | None = None       # compiler output of the first failed build
+        self.calls: Counter = Counter()       # "ext.function" -> calls
+        self._original = cpp_extension.load_inline
+        self._signature = inspect.signature(self._original)
+
+    def install(self) -> None:
+        cpp_extension.load_inline = self.load_inline
+
+    def key(self, args: dict) -> str:
+        recipe = {k: args.get(k) for k in ("name", "cpp_sources", "cuda_sources", "sycl_sources", "functions",
+                                           "extra_cflags", "extra_cuda_cflags", "extra_sycl_cflags",
+                                           "extra_ldflags", "extra_include_paths", "with_cuda",
+                                           "is_python_module", "with_pytorch_error_handling", "use_pch")}
+        recipe.update(torch=torch.__version__, cuda=torch.version.cuda, arch=os.environ.get("TORCH_CUDA_ARCH_LIST"),
+                      python=sys.version_info[:2], key_version=KEY_VERSION)
+        return hashlib.sha256(json.dumps(recipe, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+    def load_inline(self, *args, **kwargs):
+        bound = self._signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        a = bound.arguments
+        key = self.key(a)
+        build_dir = self.cache_root / f"{a['name']}-{key}"
+        build_dir.mkdir(parents=True, exist_ok=True)
+        a["build_directory"] = str(build_dir)
+        a["verbose"] = self.verbose
+        functions = a.get("functions") or []
+        functions = list(functions.keys()) if isinstance(functions, dict) else \
+            [functions] if isinstance(functions, str) else list(functions)
+        record = {"name": a["name"], "key": key, "functions": functions,
+                  "backend": "cuda" if a.get("cuda_sources") else "cpu",
+                  "cached": (build_dir / "kbench.ok").exists(), "seconds": 0.0}
+        self.extensions.append(record)
+        start = time.perf_counter()
+        try:
+            module = self._original(**a)
+        except Exception as e:   # compiler or linker error: keep the output, then let the candidate see it
+            self.failure = self.failure or f"{type(e).__name__}: {e}"
+            record["cached"] = False
+            raise BuildFailed(str(e)) from None
+        finally:
+            record["seconds"] = round(time.perf_counter() - start, 3)
+        (build_dir / "kbench.ok").touch()
+        if not a.get("is_python_module", True):
+            return module
+        return CountingModule(module, functions, self.calls, a["name"])

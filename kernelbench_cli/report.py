@@ -1,0 +1,96 @@
+"""Rendering: the rich results table, the summary line, and the --json document."""
+from __future__ import annotations
+
+import json
+
+from rich.console import Console
+from rich.table import Table
+
+from . import results as R
+from . import stats
+from .results import Result
+
+STATUS_STYLE = {R.OK: "green", R.INCORRECT: "red", R.INTEGRITY: "magenta", R.TIMEOUT: "yellow"}
+
+
+def fmt_time(ms: float | None) -> str:
+    if ms is None:
+        return "-"
+    return f"{ms * 1e3:.1f} µs" if ms < 1 else f"{ms:.3f} ms"
+
+
+def fmt_build(r: Result) -> str:
+    b = r.build
+    if b.status == "built":
+        return f"built {b.seconds:.0f}s"
+    return b.status
+
+
+def fmt_correct(r: Result) -> str:
+    c = r.correctness
+    style = STATUS_STYLE.get(r.status, "red")
+    if c.trials and r.status in (R.OK, R.INCORRECT, R.INTEGRITY):
+        label = f"{c.passed}/{c.trials}" + ("" if r.status == R.OK else f" {r.status}")
+    else:
+        label = r.status
+    return f"[{style}]{label}[/]"
+
+
+def fmt_speedup(r: Result) -> str:
+    t = r.timing
+    if t.speedup is None:
+        return "-"
+    return f"{t.speedup:.2f}× [{t.ci_low:.2f}, {t.ci_high:.2f}]"
+
+
+def summary(results: list[Result]) -> dict:
+    speedups = [r.timing.speedup if r.correct else None for r in results]
+    correct = [s for s in speedups if s is not None]
+    return {"jobs": len(results), "correct": sum(r.correct for r in results),
+            "geomean_speedup": stats.geomean(correct) if correct else None,
+            "fast_1": stats.fast_p(speedups, 1.0)}
+
+
+def summary_line(results: list[Result]) -> str:
+    s = summary(results)
+    gm = f"{s['geomean_speedup']:.2f}×" if s["geomean_speedup"] else "-"
+    return (f"{s['correct']}/{s['jobs']} correct · geomean speedup {gm} over correct candidates · "
+            f"fast_1 {s['fast_1']:.2f}")
+
+
+def table(results: list[Result], title: str) -> Table:
+    t = Table(title=title, title_justify="left", show_lines=False)
+    for col, kw in (("problem", {}), ("candidate", {}), ("build", {}), ("correct", {}),
+                    ("max err", {"justify": "right"}), ("ref", {"justify": "right"}),
+                    ("candidate time", {"justify": "right"}), ("speedup [95% CI]", {"justify": "right"}),
+                    ("flags", {})):
+        t.add_column(col, **kw)
+    for r in results:
+        c = r.correctness
+        t.add_row(r.problem, r.candidate, fmt_build(r), fmt_correct(r),
+                  f"{c.max_abs_err:.1e}" if c.trials else "-", fmt_time(r.timing.ref_ms),
+                  fmt_time(r.timing.cand_ms), fmt_speedup(r), ",".join(f.name for f in r.flags) or "")
+    return t
+
+
+def render(results: list[Result], console: Console, title: str) -> None:
+    console.print(table(results, title))
+    for r in results:
+        if r.status != R.OK and r.message:
+            console.print(f"[red]✗[/] {r.problem}::{r.candidate}: {r.status}: {r.message}", highlight=False)
+        if r.status == R.COMPILE_ERROR and r.build.log:
+            console.print(_compiler_excerpt(r.build.log), style="dim", highlight=False, markup=False)
+        elif r.status in (R.CRASH, R.TIMEOUT, R.CUDA_ERROR, R.IMPORT_ERROR, R.RUNTIME_ERROR) and r.stderr_tail:
+            console.print("\n".join(r.stderr_tail.splitlines()[-8:]), style="dim", highlight=False, markup=False)
+    console.print(summary_line(results), highlight=False)
+
+
+def _compiler_excerpt(log: str, lines: int = 12) -> str:
+    """The compiler's error lines matter, ninja's command lines do not."""
+    keep = [ln for ln in log.splitlines() if "error" in ln.lower() or ln.strip().startswith(("^", "|"))]
+    return "\n".join((keep or log.splitlines())[-lines:])
+
+
+def to_json(results: list[Result], run_id: str, device: str) -> str:
+    return json.dumps({"run_id": run_id, "device": device, "summary": summary(results),
+                       "results": [r.to_dict() for r in results]}, indent=2)

@@ -1,0 +1,155 @@
+"""Result records (plain dataclasses) and the run store: runs/<run-id>/results.jsonl, one line per job.
+
+A Result is serialised in exactly one place (`to_json` / `from_dict`); the worker writes it, the parent
+appends it to the run file as soon as the job ends, report and compare read it back.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Status values, in pipeline order. Only "ok" counts as correct.
+OK = "ok"
+INCORRECT = "incorrect"              # ran, but outputs differ from the reference beyond tolerance
+COMPILE_ERROR = "compile-error"      # load_inline failed to build
+IMPORT_ERROR = "import-error"        # the candidate module raised while importing (not a build failure)
+MISSING_MODELNEW = "missing-modelnew"
+BAD_CONSTRUCTOR = "bad-constructor"  # ModelNew(*get_init_inputs()) raised
+RUNTIME_ERROR = "runtime-error"      # forward raised a Python/torch exception
+CUDA_ERROR = "cuda-error"            # forward raised a CUDA error (illegal address, launch failure...)
+CRASH = "crash"                      # worker died: signal (segfault, abort) or exited without a result
+TIMEOUT = "timeout"                  # worker exceeded its wall-clock limit and was killed
+INTEGRITY = "integrity"              # outputs matched but an integrity check failed (see flags)
+PROBLEM_ERROR = "problem-error"      # the reference itself failed (Model(), get_inputs() or forward raised)
+
+# Statuses caused by a malformed file rather than by a kernel: `check` exits 2 on these.
+INPUT_ERRORS = (MISSING_MODELNEW, BAD_CONSTRUCTOR, PROBLEM_ERROR)
+
+
+@dataclass
+class Flag:
+    name: str           # e.g. "precision", "input-mutated", "no-custom-kernel"
+    severity: str       # "error" fails the job; "warning" is reported only
+    detail: str
+
+
+@dataclass
+class BuildInfo:
+    status: str = "none"        # none (no load_inline) | built | cached | failed
+    seconds: float = 0.0
+    extensions: list = field(default_factory=list)   # [{"name", "key", "functions", "backend", "cached"}]
+    log: str = ""               # compiler output tail, kept on failure (or when build.verbose)
+
+
+@dataclass
+class Correctness:
+    trials: int = 0
+    passed: int = 0
+    atol: float = 0.0
+    rtol: float = 0.0
+    max_abs_err: float = 0.0
+    max_rel_err: float = 0.0
+    mismatches: int = 0         # elements outside tolerance, summed over trials
+    weights: str = ""           # state_dict | seed (how the candidate got the reference's parameters)
+    oracle_err_ref: float | None = None    # ||ref - fp64|| / ||fp64||
+    oracle_err_cand: float | None = None   # ||cand - fp64|| / ||fp64||
+    detail: str = ""            # first failing trial's reason
+
+
+@dataclass
+class Timing:
+    clock: str = ""             # cuda-events | perf-counter
+    ref_ms: float | None = None       # median per call over all samples
+    cand_ms: float | None = None
+    speedup: float | None = None      # geometric mean of per-round ref/cand ratios
+    ci_low: float | None = None       # 95% bootstrap CI of the speedup
+    ci_high: float | None = None
+    rounds: int = 0
+    samples: int = 0
+    ref_rounds_ms: list = field(default_factory=list)    # per-round medians, for later statistics
+    cand_rounds_ms: list = field(default_factory=list)
+    stop_reason: str = ""       # ci-target | budget | max-rounds
+
+
+@dataclass
+class Result:
+    problem: str                # level/stem, e.g. level2/56_Matmul_Sigmoid_Sum
+    candidate: str              # candidate name (file stem)
+    candidate_path: str
+    device: str
+    dtype: str
+    status: str = CRASH
+    phase: str = "start"        # last phase the worker reached: start|build|load|correctness|timing|done
+    message: str = ""           # one line: why the job failed, or empty
+    build: BuildInfo = field(default_factory=BuildInfo)
+    correctness: Correctness = field(default_factory=Correctness)
+    timing: Timing = field(default_factory=Timing)
+    flags: list = field(default_factory=list)            # [Flag]
+    env: dict = field(default_factory=dict)              # gpu, torch, cuda versions
+    stderr_tail: str = ""
+    wall_s: float = 0.0
+    run_id: str = ""
+    finished_at: float = 0.0
+
+    @property
+    def correct(self) -> bool:
+        return self.status == OK
+
+    @property
+    def job_id(self) -> str:
+        return f"{self.problem}::{self.candidate}"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Result":
+        d = dict(d)
+        d["build"] = BuildInfo(**d.get("build", {}))
+        d["correctness"] = Correctness(**d.get("correctness", {}))
+        d["timing"] = Timing(**d.get("timing", {}))
+        d["flags"] = [Flag(**f) for f in d.get("flags", [])]
+        return cls(**d)
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + f"-{int(time.time() * 1000) % 1000:03d}"
+
+
+class RunStore:
+    """runs/<run-id>/: results.jsonl (appended per job), config.json, logs/ (one worker log per job)."""
+
+    def __init__(self, root: Path, run_id: str | None = None):
+        self.run_id = run_id or new_run_id()
+        self.dir = Path(root) / self.run_id
+        self.logs = self.dir / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.results_file = self.dir / "results.jsonl"
+
+    def write_config(self, config: dict) -> None:
+        (self.dir / "config.json").write_text(json.dumps(config, indent=2))
+
+    def append(self, result: Result) -> None:
+        result.run_id = self.run_id
+        with open(self.results_file, "a") as f:
+            f.write(result.to_json() + "\n")
+            f.flush()
+
+    def load(self) -> list[Result]:
+        return load_results(self.results_file)
+
+
+def load_results(path: Path) -> list[Result]:
+    path = Path(path)
+    if path.is_dir():
+        path = path / "results.jsonl"
+    if not path.is_file():
+        from .errors import InputError
+        raise InputError(f"{path}: no results file; pass a run directory or a results.jsonl")
+    return [Result.from_dict(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,101 @@
+"""Timing: warm-up, then paired rounds of reference and candidate (A B, B A, ...), speedup with a CI.
+
+Per sample on CUDA: overwrite a buffer twice the size of L2 (so every call starts cold, as it would in a
+model where other layers ran in between), record a start event, call, record an end event. On the CPU a
+monotonic clock around the call. Each round takes the median of its samples per side; the speedup is the
+geometric mean of per-round ref/cand ratios, with a bootstrap CI; rounds continue until the CI is narrow
+enough (cfg.ci_target) or the budget is spent. All inputs rotate among cfg.input_sets sets.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from . import stats
+from .results import Timing
+
+
+class Sampler:
+    def __init__(self, device: str, cfg):
+        self.cuda = device == "cuda"
+        self.flush = None
+        if self.cuda and cfg.l2_flush:
+            l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+            self.flush = torch.empty(2 * max(l2, 1 << 20), dtype=torch.uint8, device="cuda")
+        self.clock = "cuda-events" if self.cuda else "perf-counter"
+
+    def sync(self):
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def sample(self, fn, input_sets, n: int, offset: int = 0) -> list[float]:
+        """n timed calls, rotating input sets; returns milliseconds per call."""
+        if self.cuda:
+            events = []
+            for i in range(n):
+                inputs = input_sets[(offset + i) % len(input_sets)]
+                if self.flush is not None:
+                    self.flush.zero_()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn(*inputs)
+                end.record()
+                events.append((start, end))
+            torch.cuda.synchronize()
+            return [s.elapsed_time(e) for s, e in events]
+        times = []
+        for i in range(n):
+            inputs = input_sets[(offset + i) % len(input_sets)]
+            t0 = time.perf_counter_ns()
+            fn(*inputs)
+            times.append((time.perf_counter_ns() - t0) / 1e6)
+        return times
+
+    def warmup(self, fn, input_sets, calls: int, ms: float) -> None:
+        start, n = time.perf_counter(), 0
+        while n < calls or (time.perf_counter() - start) * 1e3 < ms:
+            fn(*input_sets[n % len(input_sets)])
+            self.sync()
+            n += 1
+
+
+def measure(ref, cand, input_sets, cfg, device: str) -> Timing:
+    """cfg is the TimingConfig. Both callables are run under no_grad by the caller."""
+    sampler = Sampler(device, cfg)
+    sampler.warmup(ref, input_sets, cfg.warmup_calls, cfg.warmup_ms)
+    sampler.warmup(cand, input_sets, cfg.warmup_calls, cfg.warmup_ms)
+    timing = Timing(clock=sampler.clock)
+    ref_all, cand_all, ratios = [], [], []
+    deadline = time.perf_counter() + cfg.budget_s
+    n = cfg.samples_per_round
+    for r in range(cfg.max_rounds):
+        sides = [("ref", ref), ("cand", cand)]
+        if r % 2:
+            sides.reverse()      # A B, B A: drift within a round hits both sides equally
+        medians = {}
+        for name, fn in sides:
+            samples = sampler.sample(fn, input_sets, n, offset=r * n)
+            (ref_all if name == "ref" else cand_all).extend(samples)
+            medians[name] = stats.median(samples)
+        timing.ref_rounds_ms.append(medians["ref"])
+        timing.cand_rounds_ms.append(medians["cand"])
+        ratios.append(medians["ref"] / max(medians["cand"], 1e-9))
+        if len(ratios) >= cfg.min_rounds:
+            lo, hi = stats.bootstrap_geomean_ci(ratios, cfg.bootstrap)
+            mid = stats.geomean(ratios)
+            if (hi - lo) / 2 / mid <= cfg.ci_target:
+                timing.stop_reason = "ci-target"
+                break
+            if time.perf_counter() > deadline:
+                timing.stop_reason = "budget"
+                break
+    else:
+        timing.stop_reason = "max-rounds"
+    timing.rounds = len(ratios)
+    timing.samples = len(ref_all) + len(cand_all)
+    timing.ref_ms = stats.median(ref_all)
+    timing.cand_ms = stats.median(cand_all)
+    timing.speedup = stats.geomean(ratios)
+    timing.ci_low, timing.ci_high = stats.bootstrap_geomean_ci(ratios, cfg.bootstrap)
+    return timing

@@ -1,0 +1,179 @@
+"""The child process: one job in (a JSON spec file), one Result out (a JSON file), nothing shared.
+
+    python -m kernelbench_cli.worker SPEC.json RESULT.json
+
+Mode "build" imports the candidate (which compiles its extensions) and stops. Mode "run" also loads the
+problem, checks correctness and times. The result file is rewritten after every phase, so if the process
+dies later (segfault, timeout kill) the parent still has everything measured up to that point.
+"""
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+from . import results as R
+from .config import config_from_dict
+from .correctness import DTYPES, construct, make_inputs, run_trials, share_weights, tf32_off
+from .loading import BuildFailed, BuildInterceptor, import_file
+from .results import BuildInfo, Result
+from .timing import measure
+
+LOG_TAIL = 4000     # characters of compiler output kept in the result
+
+
+def one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"[:300]
+
+
+def failure_status(e: BaseException) -> str:
+    return R.CUDA_ERROR if "CUDA error" in str(e) or type(e).__name__ == "AcceleratorError" else R.RUNTIME_ERROR
+
+
+def environment(device: str) -> dict:
+    env = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
+           "machine": platform.machine()}
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        env.update(gpu=props.name, sm=f"{props.major}.{props.minor}", sms=props.multi_processor_count,
+                   arch_list=os.environ.get("TORCH_CUDA_ARCH_LIST"))
+    else:
+        env.update(cpu=platform.processor() or platform.machine(), threads=torch.get_num_threads())
+    return env
+
+
+def problem_tolerance(problem, cfg) -> float:
+    """A problem's TOLERANCE (a number, or a dict by dtype name) beats the config's per-dtype default."""
+    tol = getattr(problem, "TOLERANCE", None)
+    if isinstance(tol, dict):
+        tol = tol.get(cfg.dtype)
+    return float(tol) if tol is not None else float(cfg.tolerances.get(cfg.dtype, 1e-4))
+
+
+class Job:
+    def __init__(self, spec: dict, out_path: Path):
+        self.spec = spec
+        self.out_path = out_path
+        self.cfg = config_from_dict(spec["config"])
+        self.device = spec["device"]
+        self.result = Result(problem=spec["problem_key"], candidate=spec["candidate_name"],
+                             candidate_path=spec["candidate_path"], device=self.device, dtype=self.cfg.dtype)
+
+    def save(self, phase: str | None = None) -> None:
+        if phase:
+            self.result.phase = phase
+        tmp = self.out_path.with_suffix(".tmp")
+        tmp.write_text(self.result.to_json())
+        os.replace(tmp, self.out_path)
+
+    def fail(self, status: str, message: str) -> None:
+        self.result.status, self.result.message = status, message
+
+    def run(self) -> None:
+        self.save("build")
+        self.result.env = environment(self.device)
+        candidate = self.import_candidate()
+        if candidate is None:
+            return
+        if self.spec["mode"] == "build":
+            self.result.status = R.OK
+            return
+        self.save("load")
+        try:
+            problem = import_file(self.spec["problem_path"], "kbench_problem")
+            dtype = DTYPES[self.cfg.dtype]
+            ref = construct(problem.Model, problem.get_init_inputs(), self.device, dtype, self.cfg.seed)
+        except Exception as e:
+            traceback.print_exc()
+            return self.fail(R.PROBLEM_ERROR, f"{self.spec['problem_path']}: reference failed to build: {one_line(e)}")
+        try:
+            cand = construct(candidate.ModelNew, problem.get_init_inputs(), self.device, dtype, self.cfg.seed)
+        except Exception as e:
+            traceback.print_exc()
+            status = R.BAD_CONSTRUCTOR if isinstance(e, TypeError) else failure_status(e)
+            return self.fail(status, f"ModelNew(*get_init_inputs()) raised {one_line(e)}; ModelNew must take "
+                                     "the same constructor arguments as Model")
+        weights = share_weights(ref, cand)
+        self.save("correctness")
+        calls = lambda: sum(self.interceptor.calls.values())   # noqa: E731
+        try:
+            self.result.correctness, flags = run_trials(problem, ref, cand, weights, self.cfg, self.device, dtype,
+                                                        problem_tolerance(problem, self.cfg), calls)
+        except Exception as e:
+            traceback.print_exc()
+            return self.fail(failure_status(e), f"forward raised {one_line(e)}")
+        self.result.flags = flags
+        c = self.result.correctness
+        if c.passed < c.trials:
+            return self.fail(R.INCORRECT, c.detail)
+        errors = [f for f in flags if f.severity == "error"]
+        self.result.status = R.INTEGRITY if errors else R.OK
+        self.result.message = "; ".join(f"{f.name}: {f.detail}" for f in errors)
+        self.save("timing")
+        try:
+            input_sets = [make_inputs(problem, self.cfg.seed + 1000 + i, self.device, dtype)
+                          for i in range(self.cfg.timing.input_sets)]
+            with torch.no_grad(), tf32_off():
+                self.result.timing = measure(ref, cand, input_sets, self.cfg.timing, self.device)
+        except Exception as e:
+            traceback.print_exc()
+            return self.fail(failure_status(e), f"forward raised while timing: {one_line(e)}")
+
+    def import_candidate(self):
+        """Import the candidate with load_inline intercepted; None (and a failed result) if it cannot be."""
+        self.interceptor = BuildInterceptor(self.spec["cache_dir"], self.cfg.build.verbose)
+        self.interceptor.install()
+        start = time.perf_counter()
+        module, error = None, None
+        try:
+            module = import_file(self.spec["candidate_path"], "kbench_candidate")
+        except BuildFailed as e:
+            error = e
+        except Exception as e:
+            traceback.print_exc()
+            error = e
+        exts = self.interceptor.extensions
+        build = BuildInfo(extensions=exts, seconds=round(time.perf_counter() - start, 3))
+        build.status = ("failed" if self.interceptor.failure else "none" if not exts
+                        else "cached" if all(x["cached"] for x in exts) else "built")
+        if self.interceptor.failure:
+            build.log = self.interceptor.failure[-LOG_TAIL:]
+            print(self.interceptor.failure, file=sys.stderr)
+        self.result.build = build
+        if self.interceptor.failure:   # even if the candidate caught the exception and fell back
+            self.fail(R.COMPILE_ERROR, f"extension '{exts[-1]['name']}' failed to build (compiler output in the log)")
+            return None
+        if error is not None:
+            self.fail(R.IMPORT_ERROR, f"importing the candidate raised {one_line(error)}")
+            return None
+        if not hasattr(module, "ModelNew"):
+            self.fail(R.MISSING_MODELNEW, "the candidate defines no ModelNew; add class ModelNew(nn.Module)")
+            return None
+        return module
+
+
+def main(argv: list[str]) -> int:
+    faulthandler.enable()          # a segfault prints the Python stack to the log before the process dies
+    spec_path, out_path = Path(argv[0]), Path(argv[1])
+    job = Job(json.loads(spec_path.read_text()), out_path)
+    start = time.perf_counter()
+    try:
+        job.run()
+        if job.result.status != R.CRASH:
+            job.result.phase = "done"
+    finally:
+        job.result.wall_s = round(time.perf_counter() - start, 3)
+        job.save()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
