@@ -20,7 +20,7 @@ from .executor import execute, plan
 from .report import render, to_json
 from .results import RunStore
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Judge GPU kernels: build candidates, prove them correct, measure their speedup.")
 err = Console(stderr=True)
 
@@ -134,12 +134,10 @@ def list_(config: Optional[Path] = ConfigOpt,
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        app()     # standalone: click reports usage errors itself (exit 2) and turns typer.Exit into the code
     except InputError as e:
         err.print(f"error: {e}", highlight=False, markup=False, soft_wrap=True)
         sys.exit(2)
-    except typer.Exit as e:
-        sys.exit(e.exit_code)
     except KeyboardInterrupt:
         err.print("interrupted; results so far are in the run folder")
         sys.exit(130)

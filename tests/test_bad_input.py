@@ -1,0 +1,96 @@
+"""Bad input gets one clear line naming the file (or key) and the fix, and exit code 2: no traceback."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import FIXTURES
+
+BAD = FIXTURES / "bad"
+
+
+def assert_one_line_error(proc, *needles):
+    assert proc.returncode == 2, proc.stderr + proc.stdout
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith(("build", "run"))]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in proc.stderr + proc.stdout
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def write(tmp_path, text: str, name="cfg.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("yaml_text, needles", [
+    ("trails: 5\n", ["unknown key 'trails'", "trials"]),
+    ("timing:\n  budget: 3\n", ["unknown key 'timing.budget'", "budget_s"]),
+    ("device: gpu\n", ["device", "'gpu'", "auto, cuda, cpu"]),
+    ("dtype: float8\n", ["dtype", "float32, float16, bfloat16"]),
+    ("trials: many\n", ["trials", "expected int"]),
+    ("timing:\n  budget_s: -1\n", ["timing.budget_s", ">= 0"]),
+    ("tolerances:\n  float32: 0\n", ["tolerances.float32", "positive"]),
+    ("device: [cpu\n", ["invalid YAML"]),
+])
+def test_bad_config_values(kbench, tmp_path, yaml_text, needles):
+    cfg = write(tmp_path, yaml_text)
+    assert_one_line_error(kbench("check", "cpu/1", config=None, *["--config", cfg]), str(cfg), *needles)
+
+
+def test_missing_config_file(kbench, tmp_path):
+    assert_one_line_error(kbench("bench", "--all", "--config", tmp_path / "nope.yaml", config=None),
+                          "nope.yaml", "config file not found")
+
+
+def test_bad_set_override(kbench):
+    assert_one_line_error(kbench("bench", "--all", "--set", "timing.rounds=3"), "unknown key 'timing.rounds'")
+
+
+def test_missing_problem_file(kbench, tmp_path):
+    assert_one_line_error(kbench("check", tmp_path / "nope.py"), "nope.py", "not found")
+
+
+def test_unknown_problem_lists_close_matches(kbench):
+    assert_one_line_error(kbench("check", "Add_Relu"), "unknown problem 'Add_Relu'", "1_Add_ReLU")
+
+
+def test_ambiguous_problem(kbench):
+    # "1" is the id of a problem in several levels
+    assert_one_line_error(kbench("check", "1"), "ambiguous", "cpu/1_Add_ReLU")
+
+
+def test_problem_without_get_inputs(kbench):
+    assert_one_line_error(kbench("check", BAD / "no_get_inputs.py"), "no_get_inputs.py", "get_inputs")
+
+
+def test_candidate_without_modelnew(kbench):
+    assert_one_line_error(kbench("check", "cpu/1", "--kernel", BAD / "no_modelnew.py"),
+                          "no_modelnew.py", "defines no ModelNew")
+
+
+def test_candidate_with_wrong_constructor(kbench):
+    """Found only when the worker constructs it; still exit 2 with one line for `check`."""
+    assert_one_line_error(kbench("check", "cpu/1", "--kernel", BAD / "bad_ctor.py"),
+                          "bad_ctor.py", "ModelNew(*get_init_inputs())", "same constructor arguments")
+
+
+def test_missing_candidate_file(kbench, tmp_path):
+    assert_one_line_error(kbench("check", "cpu/1", "--kernel", tmp_path / "gone.py"), "gone.py", "not found")
+
+
+def test_bench_without_selection(kbench):
+    assert_one_line_error(kbench("bench"), "--all")
+
+
+def test_cuda_requested_without_gpu(kbench):
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    assert_one_line_error(kbench("bench", "--all", "--device", "cuda"), "--device cuda", "--device cpu")
+
+
+def test_unknown_flag_is_a_usage_error(kbench):
+    proc = kbench("bench", "--everything")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr

@@ -1,0 +1,84 @@
+"""End to end through the CLI on the CPU backend, with real C++ builds and real worker processes."""
+from __future__ import annotations
+
+import json
+
+from conftest import FIXTURES, by_candidate
+
+FIXTURE_KERNELS = FIXTURES / "kernels"
+FIXTURE_SET = ["--set", f"paths.kernels={FIXTURE_KERNELS}", "--set", "timeouts.run_s=45"]
+
+
+def test_mixed_batch_reports_every_failure_class_and_finishes_the_rest(kbench):
+    """One batch: correct, wrong, segfault, hang, os._exit, compile error, import error. Each gets its
+    class; the correct one still passes and is timed; the run file holds every job."""
+    code, doc = kbench.json("bench", "cpu/1_Add_ReLU", *FIXTURE_SET)
+    got = by_candidate(doc)
+    assert {name: r["status"] for name, r in got.items()} == {
+        "correct": "ok", "wrong": "incorrect", "segfault": "crash", "hang": "timeout", "exits": "crash",
+        "compile_error": "compile-error", "import_error": "import-error"}
+    assert code == 1
+
+    ok = got["correct"]
+    assert ok["correctness"]["passed"] == ok["correctness"]["trials"] == 3
+    assert ok["correctness"]["max_abs_err"] == 0.0
+    assert ok["timing"]["speedup"] > 0 and ok["timing"]["cand_ms"] > 0
+    assert ok["build"]["status"] in ("built", "cached")
+    assert ok["build"]["extensions"][0]["functions"] == ["add_relu", "add_relu_wrong", "add_relu_segfault"]
+
+    wrong = got["wrong"]
+    assert wrong["correctness"]["passed"] == 0
+    assert abs(wrong["correctness"]["max_abs_err"] - 0.5) < 1e-3
+    assert wrong["correctness"]["mismatches"] > 0 and "outside atol" in wrong["message"]
+
+    assert "SIGSEGV" in got["segfault"]["message"]
+    assert "Segmentation fault" in got["segfault"]["stderr_tail"]       # faulthandler's report
+    assert "killed after 45 s" in got["hang"]["message"] and got["hang"]["phase"] == "correctness"
+    assert "exited with code 3" in got["exits"]["message"]
+    assert "failed to build" in got["compile_error"]["message"]
+    assert "error" in got["compile_error"]["build"]["log"] and "not_a_tensor" in got["compile_error"]["build"]["log"]
+    assert "cannot be imported" in got["import_error"]["message"]
+
+    lines = (kbench.runs / doc["run_id"] / "results.jsonl").read_text().splitlines()
+    assert sorted(json.loads(line)["candidate"] for line in lines) == sorted(got)
+
+
+def test_check_passes_a_correct_candidate_and_reuses_its_build(kbench):
+    kernel = FIXTURE_KERNELS / "cpu" / "1_Add_ReLU" / "correct.py"
+    code, first = kbench.json("check", "cpu/1", "--kernel", kernel)
+    assert code == 0, first["results"][0]["message"]
+    code, second = kbench.json("check", "cpu/1", "--kernel", kernel)
+    assert code == 0
+    again = second["results"][0]["build"]
+    assert again["status"] == "cached" and again["extensions"][0]["cached"] is True
+    assert again["extensions"][0]["key"] == first["results"][0]["build"]["extensions"][0]["key"]
+    assert again["seconds"] < 15    # a rebuild of a torch extension takes far longer than an import
+
+
+def test_check_prints_table_summary_and_exit_code_for_a_wrong_candidate(kbench):
+    proc = kbench("check", "cpu/1_Add_ReLU", "--kernel",
+                  FIXTURE_KERNELS / "cpu" / "1_Add_ReLU" / "wrong.py")
+    assert proc.returncode == 1
+    assert "0/3 incorrect" in proc.stdout
+    assert "0/1 correct" in proc.stdout
+    assert "wrong: incorrect" in proc.stdout
+
+
+def test_bench_all_runs_every_bundled_cpu_candidate_correctly(kbench):
+    """The README's main command on a machine without a GPU: the bundled CPU problems, all correct."""
+    code, doc = kbench.json("bench", "--all", "--device", "cpu")
+    problems = {r["problem"] for r in doc["results"]}
+    assert {"cpu/1_Add_ReLU", "cpu/2_Row_Sum_Of_Squares", "cpu/3_Scale_Bias_Clamp",
+            "cpu/4_Residual_Gate"} <= problems
+    bad = {r["problem"]: r["message"] for r in doc["results"] if r["status"] != "ok"}
+    assert not bad and code == 0
+    weights = {r["problem"]: r["correctness"]["weights"] for r in doc["results"]}
+    assert weights["cpu/3_Scale_Bias_Clamp"] == "state_dict"
+    assert doc["summary"]["correct"] == doc["summary"]["jobs"] == len(doc["results"])
+
+
+def test_build_all_compiles_without_running(kbench):
+    code, doc = kbench.json("build", "cpu/2", "cpu/4")
+    assert code == 0
+    assert {r["build"]["status"] for r in doc["results"]} <= {"built", "cached"}
+    assert all(r["timing"]["speedup"] is None and r["correctness"]["trials"] == 0 for r in doc["results"])

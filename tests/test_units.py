@@ -1,0 +1,125 @@
+"""Pure functions, checked against hand-computed values."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelbench_cli import stats
+from kernelbench_cli.catalog import Catalog, detect_backend, read_candidate
+from kernelbench_cli.config import load_config
+from kernelbench_cli.correctness import (check_aliasing, check_inputs_unchanged, check_output_types, compare,
+                                         precision_flag, rel_l2)
+from kernelbench_cli.errors import InputError
+from kernelbench_cli.results import Correctness, Result
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_geomean_and_median():
+    assert stats.geomean([1, 4]) == pytest.approx(2.0)
+    assert stats.geomean([2, 8, 4]) == pytest.approx(4.0)
+    assert stats.median([3, 1, 2, 10]) == 2.5
+    with pytest.raises(ValueError):
+        stats.geomean([1, 0])
+
+
+def test_bootstrap_ci_brackets_the_geomean_and_collapses_for_constant_ratios():
+    lo, hi = stats.bootstrap_geomean_ci([2.0] * 8)
+    assert lo == pytest.approx(2.0) and hi == pytest.approx(2.0)
+    ratios = [1.0, 1.1, 0.9, 1.05, 0.95, 1.02, 0.98, 1.0]
+    lo, hi = stats.bootstrap_geomean_ci(ratios)
+    assert lo < stats.geomean(ratios) < hi and hi - lo < 0.12
+
+
+def test_fast_p_counts_all_jobs_in_the_denominator():
+    # 4 jobs: two correct and faster than 1x, one correct but slower, one incorrect
+    assert stats.fast_p([1.5, 2.5, 0.8, None], 1.0) == 0.5
+    assert stats.fast_p([1.5, 2.5, 0.8, None], 2.0) == 0.25
+    assert stats.fast_p([1.5, 2.5, 0.8, None], 0.0) == 0.75
+    assert stats.fast_p([], 1.0) == 0.0
+
+
+def test_compare_counts_mismatches_and_errors():
+    r = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    c = torch.tensor([1.0, 2.00001, 3.5, 4.0])
+    s = compare(r, c, atol=1e-4, rtol=1e-4)
+    assert s["mismatches"] == 1 and s["max_abs"] == pytest.approx(0.5)
+    assert s["max_rel"] == pytest.approx(0.5 / 3)
+    assert compare(r, r.clone(), 1e-4, 1e-4)["reason"] is None
+
+
+def test_compare_nan_positions_must_match():
+    r = torch.tensor([1.0, float("nan")])
+    assert compare(r, torch.tensor([1.0, float("nan")]), 1e-4, 1e-4)["reason"] is None
+    assert "NaN" in compare(r, torch.tensor([1.0, 2.0]), 1e-4, 1e-4)["reason"]
+
+
+def test_output_checks():
+    ref = torch.zeros(2, 3)
+    assert check_output_types(ref, torch.zeros(2, 3)) is None
+    assert "shape" in check_output_types(ref, torch.zeros(3, 2))
+    assert "dtype" in check_output_types(ref, torch.zeros(2, 3, dtype=torch.float64))
+
+    class Sneaky(torch.Tensor):
+        pass
+    assert "not a plain torch.Tensor" in check_output_types(ref, torch.zeros(2, 3).as_subclass(Sneaky))
+    x = torch.randn(6)
+    assert "shares memory" in check_aliasing(x.view(2, 3), [x])
+    assert check_aliasing(x.clone(), [x]) is None
+    y = x.clone()
+    y[0] += 1
+    assert "input 0 was modified" in check_inputs_unchanged([x], [y])
+
+
+def test_rel_l2_and_precision_flag():
+    oracle = torch.tensor([3.0, 4.0], dtype=torch.float64)
+    assert rel_l2(torch.tensor([3.0, 4.0]), oracle) == 0.0
+    assert rel_l2(torch.tensor([3.0, 4.5]), oracle) == pytest.approx(0.1)
+    # TF32-like: 15x the reference's error and above 2 ulps of fp32 -> flagged
+    assert precision_flag(Correctness(oracle_err_ref=3.3e-8, oracle_err_cand=5.0e-7), torch.float32, 4.0)
+    # plain fp32 kernel: 4.5x but under the 2-ulp floor -> not flagged
+    assert precision_flag(Correctness(oracle_err_ref=3.3e-8, oracle_err_cand=1.5e-7), torch.float32, 4.0) is None
+    assert precision_flag(Correctness(oracle_err_ref=3.3e-8, oracle_err_cand=5.0e-7), torch.float32, 0) is None
+
+
+def test_config_layers_and_errors(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("trials: 7\ntiming:\n  budget_s: 2\n")
+    cfg = load_config(path, overrides={"device": "cpu"}, sets=["timing.budget_s=9", "seed=3"])
+    assert (cfg.trials, cfg.timing.budget_s, cfg.seed, cfg.device) == (7, 9.0, 3, "cpu")
+    for name in ("default", "ci", "quick"):
+        load_config(ROOT / "configs" / f"{name}.yaml")
+    with pytest.raises(InputError, match="allowed keys here"):
+        load_config(sets=["timing.nope=1"])
+
+
+def test_catalog_resolution():
+    cat = Catalog(ROOT / "problems", ROOT / "kernels")
+    assert cat.resolve("cpu/1").key == "cpu/1_Add_ReLU"
+    assert cat.resolve("1_Add_ReLU").key == "cpu/1_Add_ReLU"
+    assert cat.resolve("level2/56").stem == "56_Matmul_Sigmoid_Sum"
+    assert cat.resolve(str(ROOT / "problems/cpu/2_Row_Sum_Of_Squares.py")).level == "cpu"
+    with pytest.raises(InputError, match="did you mean"):
+        cat.resolve("56_Matmul_Sigmoid_Summ")
+
+
+def test_backend_detection(tmp_path):
+    import ast
+    assert detect_backend(ast.parse("load_inline(name='a', cpp_sources=[s], cuda_sources=[c])")) == "cuda"
+    assert detect_backend(ast.parse("cpp_extension.load_inline('a', [s])")) == "cpu"
+    assert detect_backend(ast.parse("import triton\n")) == "triton"
+    assert detect_backend(ast.parse("x = 1\n")) == "torch"
+    assert detect_backend(ast.parse("BACKEND = 'cuda'\nload_inline('a', [s])")) == "cuda"
+    f = tmp_path / "c.py"
+    f.write_text("def f(:\n")
+    assert "syntax error" in read_candidate(f).file_error
+
+
+def test_result_round_trips_through_json():
+    import json
+    r = Result(problem="cpu/1_Add_ReLU", candidate="x", candidate_path="x.py", device="cpu", dtype="float32")
+    r.correctness.passed = 3
+    back = Result.from_dict(json.loads(r.to_json()))
+    assert back == r
