@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -59,11 +60,11 @@ def summary_line(results: list[Result]) -> str:
 
 
 def table(results: list[Result], title: str) -> Table:
-    t = Table(title=title, title_justify="left", show_lines=False)
-    for col, kw in (("problem", {}), ("candidate", {}), ("build", {}), ("correct", {}),
-                    ("max err", {"justify": "right"}), ("ref", {"justify": "right"}),
-                    ("candidate time", {"justify": "right"}), ("speedup [95% CI]", {"justify": "right"}),
-                    ("flags", {})):
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    right = {"justify": "right"}
+    for col, kw in (("problem", {"overflow": "fold"}), ("candidate", {"overflow": "fold"}), ("build", {}),
+                    ("correct", {}), ("max err", right), ("ref", right), ("cand", right),
+                    ("speedup [95% CI]", right), ("flags", {})):
         t.add_column(col, **kw)
     for r in results:
         c = r.correctness

@@ -79,13 +79,13 @@ class Job:
 
     def run(self) -> None:
         self.save("build")
-        self.result.env = environment(self.device)
         candidate = self.import_candidate()
         if candidate is None:
             return
         if self.spec["mode"] == "build":
             self.result.status = R.OK
             return
+        self.result.env = environment(self.device)
         self.save("load")
         try:
             problem = import_file(self.spec["problem_path"], "kbench_problem")
