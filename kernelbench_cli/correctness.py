@@ -156,10 +156,10 @@ def rel_l2(out, oracle) -> float:
 
 def oracle_errors(ref, inputs, ref_out, cand_out) -> tuple[float, float] | None:
     """Run the reference in float64 (in place, then back: fp32 -> fp64 -> fp32 is exact) on the same inputs."""
-    dtypes = {p.dtype for p in ref.parameters()} | {b.dtype for b in ref.buffers()}
-    if len(dtypes) > 1 or any(not d.is_floating_point for d in dtypes):
-        return None   # mixed or integer state: converting back would not be exact
-    if not any(t.is_floating_point() for t in tensors(ref_out)):
+    # Module.double() converts floating parameters and buffers only (masks, indices stay); the way back is
+    # exact when they all share one floating dtype.
+    dtypes = {t.dtype for t in [*ref.parameters(), *ref.buffers()] if t.is_floating_point()}
+    if len(dtypes) > 1 or not any(t.is_floating_point() for t in tensors(ref_out)):
         return None
     original = next(iter(dtypes), None)
     try:
