@@ -17,6 +17,7 @@ from .catalog import Catalog, read_candidate
 from .config import load_config
 from .errors import InputError
 from .executor import execute, plan
+from .executor import lint as run_lint
 from .report import render, to_json
 from .results import RunStore
 
@@ -29,6 +30,10 @@ DeviceOpt = typer.Option(None, "--device", help="auto | cuda | cpu (default: the
 JsonOpt = typer.Option(False, "--json", help="Print results as JSON on stdout (tables go to stderr).")
 OutOpt = typer.Option(None, "--out", help="Runs folder (default: the config's paths.runs, ./runs).")
 SetOpt = typer.Option([], "--set", help="Override any config key, e.g. --set timing.budget_s=5.")
+TauOpt = typer.Option(None, "--tau", help="Regression threshold (default: the config's compare.tau).")
+JunitOpt = typer.Option(None, "--junit", help="Write a JUnit XML report (one testcase per job) to FILE.")
+MarkdownOpt = typer.Option(None, "--markdown", help="Write a markdown summary to FILE (and append it to "
+                                                    "$GITHUB_STEP_SUMMARY when set).")
 
 
 def _setup(config, device, out, sets):
@@ -44,7 +49,7 @@ def resolve_device(device: str) -> str:
     return device if device != "auto" else ("cuda" if has_cuda else "cpu")
 
 
-def _run(cfg, device, jobs, skipped, as_json: bool, title: str, build_only: bool = False) -> list:
+def _run(cfg, device, jobs, skipped, as_json: bool, title: str, build_only: bool = False, store=None) -> list:
     out = err if as_json else Console()
     if skipped:
         err.print(f"skipped {len(skipped)} candidate(s) not for device {device}: " + "; ".join(skipped[:5])
@@ -52,7 +57,7 @@ def _run(cfg, device, jobs, skipped, as_json: bool, title: str, build_only: bool
     if not jobs:
         raise InputError(f"nothing to run on {device}: no matching candidates (kernels under {cfg.paths.kernels}/"
                          "<level>/<problem>/, or pass --kernel FILE)")
-    store = RunStore(Path(cfg.paths.runs))
+    store = store or RunStore(Path(cfg.paths.runs))
     store.write_config(cfg.to_dict())
     results = execute(jobs, cfg, device, store, err, build_only=build_only)
     render(results, out, f"{title} · {device} · run {store.run_id} ({store.results_file})")
@@ -99,11 +104,28 @@ def _select(catalog, problems: list[str], all_: bool):
 def bench(problems: List[str] = typer.Argument(None, help="Problems to run (or --all)."),
           all_: bool = typer.Option(False, "--all", help="Every problem under paths.problems."),
           config: Optional[Path] = ConfigOpt, device: Optional[str] = DeviceOpt, json: bool = JsonOpt,
-          out: Optional[Path] = OutOpt, set_: List[str] = typer.Option([], "--set", help=SetOpt.help)):
+          out: Optional[Path] = OutOpt, set_: List[str] = typer.Option([], "--set", help=SetOpt.help),
+          html: Optional[Path] = typer.Option(None, "--html", help="Also write a self-contained HTML report."),
+          baseline: Optional[str] = typer.Option(None, "--baseline", help="auto | FILE: compare the run with the "
+                                                 "baseline of this machine (paths.baselines) or with FILE."),
+          fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="Exit 1 only if a job "
+                                                  "regressed against --baseline (inconclusive ones are rerun first)."),
+          tau: Optional[float] = TauOpt, junit: Optional[Path] = JunitOpt, markdown: Optional[Path] = MarkdownOpt,
+          resume: Optional[str] = typer.Option(None, "--resume", help="Run id or directory: skip the jobs it has "
+                                               "recorded, append the rest to it.")):
     """Run every candidate of the selected problems on the device."""
     cfg, dev, catalog = _setup(config, device, out, set_)
     jobs, skipped = plan(catalog, _select(catalog, problems or [], all_), [], dev)
-    raise typer.Exit(_exit_code(_run(cfg, dev, jobs, skipped, json, "bench")))
+    if baseline or fail_on_regression or junit or markdown or resume or tau is not None:
+        from .gate import bench_gate
+        raise typer.Exit(bench_gate(cfg, dev, jobs, skipped, json, _run, baseline=baseline, tau=tau, junit=junit,
+                                    markdown=markdown, resume=resume, fail_on_regression=fail_on_regression,
+                                    html=html))
+    results = _run(cfg, dev, jobs, skipped, json, "bench")
+    if html:
+        from .html_report import write_run_html
+        write_run_html(html, results, Path(cfg.paths.runs), err)
+    raise typer.Exit(_exit_code(results))
 
 
 @app.command()
@@ -115,6 +137,38 @@ def build(problems: List[str] = typer.Argument(None, help="Problems whose candid
     cfg, dev, catalog = _setup(config, device, out, set_)
     jobs, skipped = plan(catalog, _select(catalog, problems or [], all_), [], dev)
     raise typer.Exit(_exit_code(_run(cfg, dev, jobs, skipped, json, "build", build_only=True)))
+
+
+@app.command()
+def lint(problems: List[str] = typer.Argument(None, help="Problems to lint (or --all)."),
+         all_: bool = typer.Option(False, "--all", help="Every problem under paths.problems."),
+         config: Optional[Path] = ConfigOpt, device: Optional[str] = DeviceOpt, json: bool = JsonOpt,
+         out: Optional[Path] = OutOpt, set_: List[str] = typer.Option([], "--set", help=SetOpt.help)):
+    """Flag degenerate problems: all-zeros or a constant passes, or the output ignores the inputs."""
+    cfg, dev, catalog = _setup(config, device, out, set_)
+    store = RunStore(Path(cfg.paths.runs))
+    results = run_lint(_select(catalog, problems or [], all_), cfg, dev, store, err)
+    t = Table(title=f"lint · {dev} · run {store.run_id}", title_justify="left")
+    for col in ("problem", "verdict", "detail"):
+        t.add_column(col, overflow="fold")
+    for r in results:
+        verdict = "[red]failed[/]" if r.status != R.OK else "[yellow]degenerate[/]" if r.flags else "[green]ok[/]"
+        t.add_row(r.problem, verdict, r.message)
+    (err if json else Console()).print(t)
+    if json:
+        print(to_json(results, store.run_id, dev))
+    raise typer.Exit(0 if all(r.status == R.OK and not r.flags for r in results) else 1)
+
+
+@app.command()
+def report(runs: List[str] = typer.Argument(..., help="RUN (a run id under paths.runs, a run directory or a "
+                                                      "results.jsonl), or BASE NEW to compare two runs."),
+           html: Optional[Path] = typer.Option(None, "--html", help="Also write a self-contained HTML report."),
+           config: Optional[Path] = ConfigOpt, out: Optional[Path] = OutOpt):
+    """Re-render a saved run's tables, or compare two runs; nothing is rerun. --html FILE: a page with plots."""
+    from .html_report import report_command
+    cfg = load_config(config, overrides={"paths.runs": out and str(out)})
+    report_command(runs, Path(cfg.paths.runs), html, Console(), err)
 
 
 @app.command("list")
@@ -130,6 +184,44 @@ def list_(config: Optional[Path] = ConfigOpt,
         cands = catalog.candidates(p)
         t.add_row(p.key, ", ".join(f"{c.name} ({c.backend})" for c in cands) or "[dim]none[/]")
     Console().print(t)
+
+
+baseline_app = typer.Typer(no_args_is_help=True, help="Baseline files for the CI gate.")
+app.add_typer(baseline_app, name="baseline")
+
+
+@baseline_app.command("save")
+def baseline_save(run: str = typer.Argument(..., help="Run id under paths.runs, a run directory or a results.jsonl."),
+                  file: Optional[Path] = typer.Option(None, "--file", help="Where to write it (default: "
+                                                      "paths.baselines/<gpu-or-cpu>-torch<ver>-cuda<ver>.json)."),
+                  config: Optional[Path] = ConfigOpt, set_: List[str] = typer.Option([], "--set", help=SetOpt.help)):
+    """Save a run as the baseline of its GPU model and software stack."""
+    from .gate import save_baseline_cmd
+    save_baseline_cmd(load_config(config, sets=set_), run, file, Console())
+
+
+@app.command()
+def compare(base: str = typer.Argument(..., help="Baseline file, or a run (id, directory, results.jsonl)."),
+            new: str = typer.Argument(..., help="A run (id, directory, results.jsonl), or a baseline file."),
+            tau: Optional[float] = TauOpt, junit: Optional[Path] = JunitOpt, markdown: Optional[Path] = MarkdownOpt,
+            config: Optional[Path] = ConfigOpt, json: bool = JsonOpt,
+            set_: List[str] = typer.Option([], "--set", help=SetOpt.help)):
+    """Verdict per job of NEW against BASE (regressed, improved, unchanged, ...); exit 1 if any regressed."""
+    from .gate import compare_cmd
+    cfg = load_config(config, overrides={"compare.tau": tau}, sets=set_)
+    raise typer.Exit(compare_cmd(cfg, base, new, json, junit, markdown))
+
+
+@app.command("calibrate-noise")
+def calibrate_noise(problems: List[str] = typer.Argument(None, help="Problems to time against themselves (or --all)."),
+                    all_: bool = typer.Option(False, "--all", help="Every problem with a candidate for the device."),
+                    config: Optional[Path] = ConfigOpt, device: Optional[str] = DeviceOpt,
+                    out: Optional[Path] = OutOpt, set_: List[str] = typer.Option([], "--set", help=SetOpt.help)):
+    """Time each reference against itself (A/A) and suggest compare.tau (>= 3x the observed noise)."""
+    from .calibrate import calibrate, default_problems
+    cfg, dev, catalog = _setup(config, device, out, set_)
+    probs = default_problems(catalog, dev) if all_ and not problems else _select(catalog, problems or [], all_)
+    raise typer.Exit(calibrate(cfg, dev, probs, Console(), err))
 
 
 def main() -> None:

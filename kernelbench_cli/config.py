@@ -31,6 +31,7 @@ class TimingConfig:
     budget_s: float = 20.0         # per job timing budget; stop when spent even if the CI is wider
     l2_flush: bool = True          # overwrite a buffer of 2x the L2 before each sample (cold-cache timing)
     input_sets: int = 3            # rotate among this many input sets so results cannot be cached by pointer
+    refresh_inputs: bool = True    # give inputs new contents (untimed) before every timed call: no content cache hits
     bootstrap: int = 2000          # bootstrap resamples for the CI
 
 
@@ -53,6 +54,13 @@ class Paths:
     problems: str = "problems"
     kernels: str = "kernels"
     runs: str = "runs"
+    baselines: str = "results/baselines"   # baseline files for `kbench compare` / `bench --baseline auto`
+
+
+@dataclass
+class CompareConfig:
+    tau: float = 0.05              # regression threshold: fail only when the whole CI of new/base < 1 - tau
+    rerun_rounds_factor: int = 3   # inconclusive jobs are rerun once with min/max rounds and budget times this
 
 
 @dataclass
@@ -69,6 +77,7 @@ class Config:
     build: BuildConfig = field(default_factory=BuildConfig)
     timeouts: Timeouts = field(default_factory=Timeouts)
     paths: Paths = field(default_factory=Paths)
+    compare: CompareConfig = field(default_factory=CompareConfig)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -121,6 +130,8 @@ def _validate(cfg: Config, where: str) -> None:
     if t.samples_per_round < 1 or t.min_rounds < 2 or t.max_rounds < t.min_rounds or t.input_sets < 1:
         raise InputError(f"{where}: timing: need samples_per_round >= 1, 2 <= min_rounds <= max_rounds, "
                          "input_sets >= 1")
+    if not 0 < cfg.compare.tau < 1 or cfg.compare.rerun_rounds_factor < 1:
+        raise InputError(f"{where}: compare: need 0 < tau < 1 and rerun_rounds_factor >= 1")
 
 
 def _parse_override(item: str) -> tuple[list[str], Any]:

@@ -10,6 +10,7 @@ import math
 
 import torch
 
+from . import integrity
 from .results import Correctness, Flag
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -187,34 +188,42 @@ def poison_free_memory(device: str, nbytes: int) -> None:
 
 # --- the trial loop ----------------------------------------------------------------------------------
 
+class Flags(list):
+    """The job's flags, at most one per name (the first occurrence says the most)."""
+
+    def add(self, f: Flag | None) -> None:
+        if f is not None and all(x.name != f.name for x in self):
+            self.append(f)
+
+
 def run_trials(problem, ref, cand, weights: str, cfg, device: str, dtype: torch.dtype, tolerance: float,
                calls) -> tuple[Correctness, list[Flag]]:
     """`calls` is a zero-arg callable returning the running count of calls into the candidate's extensions."""
     result = Correctness(trials=cfg.trials, atol=tolerance, rtol=tolerance, weights=weights)
-    flags: list[Flag] = []
+    flags = Flags()
+    ref_outs = []          # the first two trials' reference outputs, for the degenerate-problem lint
+    owned = list(cand.parameters()) + list(cand.buffers())
     for trial in range(cfg.trials):
         inputs = make_inputs(problem, cfg.seed + 1 + trial, device, dtype)
         cand_in, ref_in = clone(inputs), clone(inputs)
-        out_bytes = sum(t.numel() * t.element_size() for t in tensors(inputs))
-        poison_free_memory(device, 4 * out_bytes)
-        before = calls()
+        poison_free_memory(device, 4 * sum(t.numel() * t.element_size() for t in tensors(inputs)))
+        before, threads = calls(), integrity.live_threads()
         with torch.no_grad():
             cand_out = cand(*cand_in)        # candidate first: it cannot read the reference's freed output
         synchronize(device)
-        if trial == 0 and calls() == before and not flags_named(flags, "no-custom-kernel"):
-            flags.append(Flag("no-custom-kernel", "error",
-                              "the forward made no call into the candidate's compiled extension functions"))
+        flags.add(integrity.check_threads(threads))
+        if calls() == before:
+            flags.add(integrity.flag("no-custom-kernel", "the forward made no call into the candidate's "
+                                                         "compiled extension functions"))
         with torch.no_grad(), tf32_off():
             ref_out = ref(*ref_in)
         synchronize(device)
-        reason = (check_output_types(ref_out, cand_out) or check_aliasing(cand_out, cand_in))
+        reason = check_output_types(ref_out, cand_out) or check_aliasing(cand_out, cand_in + owned)
         if reason:
-            flags.append(Flag("bad-output", "error", reason))
+            flags.add(integrity.flag("bad-output", reason))
             result.detail = result.detail or f"trial {trial}: {reason}"
             break
-        mutated = check_inputs_unchanged(inputs, cand_in)
-        if mutated and not flags_named(flags, "input-mutated"):
-            flags.append(Flag("input-mutated", "error", mutated))
+        flags.add(maybe_flag("input-mutated", check_inputs_unchanged(inputs, cand_in)))
         stats = compare(ref_out, cand_out, tolerance, tolerance)
         result.max_abs_err = max(result.max_abs_err, stats["max_abs"])
         result.max_rel_err = max(result.max_rel_err, stats["max_rel"])
@@ -227,11 +236,51 @@ def run_trials(problem, ref, cand, weights: str, cfg, device: str, dtype: torch.
             errs = oracle_errors(ref, inputs, ref_out, cand_out)
             if errs:
                 result.oracle_err_ref, result.oracle_err_cand = errs
+        if trial < 2:
+            ref_outs.append(ref_out)
         del cand_out, ref_out
-    flag = precision_flag(result, dtype, cfg.precision_factor)
-    if flag:
-        flags.append(flag)
-    return result, flags
+    flags.add(maybe_flag("degenerate-problem", degenerate_reason(ref_outs, tolerance)))
+    flags.add(precision_flag(result, dtype, cfg.precision_factor))
+    return result, list(flags)
+
+
+def recheck_timed_inputs(problem, ref, cand, input_sets, seed: int, device: str, dtype: torch.dtype,
+                         tol: float) -> str | None:
+    """After timing: give each timed input buffer new contents in place (same pointers) and check the
+    candidate's answer on it. A candidate that caches results by pointer returns the stale answer."""
+    for i, inputs in enumerate(input_sets):
+        fresh = make_inputs(problem, seed + i, device, dtype)
+        for dst, src in zip(tensors(inputs), tensors(fresh)):
+            dst.copy_(src)
+        with torch.no_grad():
+            cand_out = cand(*inputs)
+            synchronize(device)
+            with tf32_off():
+                ref_out = ref(*fresh)
+        reason = check_output_types(ref_out, cand_out) or compare(ref_out, cand_out, tol, tol)["reason"]
+        if reason:
+            return f"timed input set {i} refilled in place: {reason}"
+    return None
+
+
+def maybe_flag(name: str, detail: str | None) -> Flag | None:
+    return integrity.flag(name, detail) if detail else None
+
+
+def degenerate_reason(ref_outs: list, tol: float) -> str | None:
+    """Would all-zeros, the output's mean, or last trial's output pass as this trial's answer?"""
+    if not ref_outs or not all(t.is_floating_point() for t in tensors(ref_outs[0])):
+        return None
+    first = ref_outs[0]
+    zeros = [torch.zeros_like(t) for t in tensors(first)]
+    if compare(first, zeros, tol, tol)["reason"] is None:
+        return f"an all-zeros output passes atol=rtol={tol:g}"
+    consts = [torch.full_like(t, float(t.double().mean())) for t in tensors(first)]
+    if compare(first, consts, tol, tol)["reason"] is None:
+        return f"a constant output (the mean) passes atol=rtol={tol:g}"
+    if len(ref_outs) > 1 and compare(ref_outs[1], first, tol, tol)["reason"] is None:
+        return "the output does not depend on the inputs (two trials with different inputs agree)"
+    return None
 
 
 def precision_flag(c: Correctness, dtype: torch.dtype, factor: float) -> Flag | None:
@@ -241,14 +290,10 @@ def precision_flag(c: Correctness, dtype: torch.dtype, factor: float) -> Flag | 
     floor = 2 * torch.finfo(dtype).eps
     if c.oracle_err_cand > factor * c.oracle_err_ref and c.oracle_err_cand > floor:
         ratio = c.oracle_err_cand / max(c.oracle_err_ref, 1e-300)
-        return Flag("precision", "error",
-                    f"error vs fp64 oracle {c.oracle_err_cand:.2e} is {ratio:.1f}x the reference's "
-                    f"{c.oracle_err_ref:.2e} (limit {factor:g}x): lower precision inside (TF32/fp16?)")
+        return integrity.flag("precision", f"error vs fp64 oracle {c.oracle_err_cand:.2e} is {ratio:.1f}x the "
+                                           f"reference's {c.oracle_err_ref:.2e} (limit {factor:g}x): lower "
+                                           "precision inside (TF32/fp16?)")
     return None
-
-
-def flags_named(flags: list[Flag], name: str) -> bool:
-    return any(f.name == name for f in flags)
 
 
 def _describe(obj) -> str:

@@ -39,6 +39,22 @@ def plan(catalog: Catalog, problems: list[Problem], kernels: list[Path], device:
     return jobs, skipped
 
 
+def lint(problems: list[Problem], cfg, device: str, store: RunStore, console: Console) -> list[Result]:
+    """Run each problem's reference (no candidate) in a worker and check it is not degenerate."""
+    env = build_env(cfg, device, 1)
+    results = []
+    with _progress(console) as progress:
+        task = progress.add_task("lint", total=len(problems), current="")
+        for i, problem in enumerate(problems):
+            progress.update(task, current=problem.key)
+            spec = dict(Job(problem, Candidate(Path(""), "(reference)", "torch")).spec(cfg, device), mode="lint")
+            result = run_isolated(spec, store.dir / "work", f"lint-{i}", cfg.timeouts.run_s, env)
+            store.append(result)
+            results.append(result)
+            progress.update(task, advance=1)
+    return results
+
+
 def _progress(console: Console) -> Progress:
     return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), TextColumn("{task.fields[current]}"), console=console)

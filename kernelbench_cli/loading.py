@@ -21,6 +21,8 @@ from pathlib import Path
 import torch
 import torch.utils.cpp_extension as cpp_extension
 
+from .integrity import kernel_names
+
 KEY_VERSION = 1   # bump when the key's recipe changes
 
 
@@ -93,8 +95,10 @@ class BuildInterceptor:
         functions = a.get("functions") or []
         functions = list(functions.keys()) if isinstance(functions, dict) else \
             [functions] if isinstance(functions, str) else list(functions)
+        cuda_sources = a.get("cuda_sources") or []
+        cuda_sources = [cuda_sources] if isinstance(cuda_sources, str) else list(cuda_sources)
         record = {"name": a["name"], "key": key, "functions": functions,
-                  "backend": "cuda" if a.get("cuda_sources") else "cpu",
+                  "backend": "cuda" if cuda_sources else "cpu", "kernels": sorted(kernel_names(cuda_sources)),
                   "cached": (build_dir / "kbench.ok").exists(), "seconds": 0.0}
         self.extensions.append(record)
         start = time.perf_counter()

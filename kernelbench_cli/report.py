@@ -44,6 +44,11 @@ def fmt_speedup(r: Result) -> str:
     return f"{t.speedup:.2f}× [{t.ci_low:.2f}, {t.ci_high:.2f}]"
 
 
+def fmt_flags(r: Result) -> str:
+    """Errors in red, warnings in yellow: errors fail the job, warnings are for review."""
+    return " ".join(f"[{'red' if f.severity == 'error' else 'yellow'}]{f.name}[/]" for f in r.flags)
+
+
 def summary(results: list[Result]) -> dict:
     speedups = [r.timing.speedup if r.correct else None for r in results]
     correct = [s for s in speedups if s is not None]
@@ -64,13 +69,14 @@ def table(results: list[Result], title: str) -> Table:
     right = {"justify": "right"}
     for col, kw in (("problem", {"overflow": "fold"}), ("candidate", {"overflow": "fold"}), ("build", {}),
                     ("correct", {}), ("max err", right), ("ref", right), ("cand", right),
-                    ("speedup [95% CI]", right), ("flags", {})):
+                    ("speedup [95% CI]", right), ("custom", right), ("flags", {})):
         t.add_column(col, **kw)
     for r in results:
         c = r.correctness
         t.add_row(r.problem, r.candidate, fmt_build(r), fmt_correct(r),
                   f"{c.max_abs_err:.1e}" if c.trials else "-", fmt_time(r.timing.ref_ms),
-                  fmt_time(r.timing.cand_ms), fmt_speedup(r), ",".join(f.name for f in r.flags) or "")
+                  fmt_time(r.timing.cand_ms), fmt_speedup(r),
+                  "-" if r.custom_share is None else f"{r.custom_share:.0%}", fmt_flags(r))
     return t
 
 
@@ -79,6 +85,9 @@ def render(results: list[Result], console: Console, title: str) -> None:
     for r in results:
         if r.status != R.OK and r.message:
             console.print(f"[red]✗[/] {r.problem}::{r.candidate}: {r.status}: {r.message}", highlight=False)
+        for f in r.flags:
+            if f.severity == "warning":
+                console.print(f"[yellow]![/] {r.problem}::{r.candidate}: {f.name}: {f.detail}", highlight=False)
         if r.status == R.COMPILE_ERROR and r.build.log:
             console.print(_compiler_excerpt(r.build.log), style="dim", highlight=False, markup=False)
         elif r.status in (R.CRASH, R.TIMEOUT, R.CUDA_ERROR, R.IMPORT_ERROR, R.RUNTIME_ERROR) and r.stderr_tail:

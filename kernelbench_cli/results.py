@@ -72,6 +72,8 @@ class Timing:
     ref_rounds_ms: list = field(default_factory=list)    # per-round medians, for later statistics
     cand_rounds_ms: list = field(default_factory=list)
     stop_reason: str = ""       # ci-target | budget | max-rounds
+    ref_host_ms: float | None = None    # synchronised wall time per call (launch overhead, side streams)
+    cand_host_ms: float | None = None
 
 
 @dataclass
@@ -88,6 +90,7 @@ class Result:
     correctness: Correctness = field(default_factory=Correctness)
     timing: Timing = field(default_factory=Timing)
     flags: list = field(default_factory=list)            # [Flag]
+    custom_share: float | None = None   # CUDA: share of the forward's GPU kernel time in the candidate's kernels
     env: dict = field(default_factory=dict)              # gpu, torch, cuda versions
     stderr_tail: str = ""
     wall_s: float = 0.0

@@ -44,3 +44,32 @@ def fast_p(speedups, p: float) -> float:
     if not speedups:
         return 0.0
     return sum(1 for s in speedups if s is not None and s > p) / len(speedups)
+
+
+def bootstrap_ratio_ci(new_ratios, base_ratios, resamples: int = 2000, level: float = 0.95,
+                       seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap CI of geomean(new_ratios) / geomean(base_ratios).
+
+    Parameters: `new_ratios` and `base_ratios` are the per-round speedups (ref/cand, one per timing round)
+    of two independent runs of the same job; `resamples` bootstrap draws; `level` the confidence level;
+    `seed` makes the CI reproducible.
+
+    Method: the two runs are independent samples, so each draw resamples each run's rounds on its own
+    (with replacement, keeping its own round count), takes the mean of the logs of each resample, and
+    records the difference of the two means (the log of the ratio of geometric means). The CI is the
+    (1 - level)/2 and (1 + level)/2 quantiles of those differences, exponentiated. A run with a single
+    round contributes no spread (its one value is used in every draw). Returns (nan, nan) if either
+    list is empty.
+    """
+    new_logs = torch.tensor([math.log(r) for r in new_ratios], dtype=torch.float64)
+    base_logs = torch.tensor([math.log(r) for r in base_ratios], dtype=torch.float64)
+    if not len(new_logs) or not len(base_logs):
+        return math.nan, math.nan
+    g = torch.Generator().manual_seed(seed)
+
+    def means(logs):
+        return logs[torch.randint(0, len(logs), (resamples, len(logs)), generator=g)].mean(dim=1)
+
+    diffs = means(new_logs) - means(base_logs)
+    lo, hi = torch.quantile(diffs, torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64))
+    return math.exp(lo), math.exp(hi)

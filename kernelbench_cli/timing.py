@@ -16,6 +16,16 @@ from . import stats
 from .results import Timing
 
 
+def refresh_contents(inputs) -> None:
+    """New values, same distribution, same storage: roll each floating tensor by one step along its first
+    dimension longer than 1 (batch items stay whole; integer/bool inputs such as indices and masks are left
+    alone). Defeats result caches keyed by pointer or by content."""
+    for t in inputs:
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() > 1:
+            dim = next(d for d in range(t.dim()) if t.size(d) > 1)
+            t.copy_(t.roll(1, dims=dim))
+
+
 class Sampler:
     def __init__(self, device: str, cfg):
         self.cuda = device == "cuda"
@@ -29,12 +39,15 @@ class Sampler:
         if self.cuda:
             torch.cuda.synchronize()
 
-    def sample(self, fn, input_sets, n: int, offset: int = 0) -> list[float]:
-        """n timed calls, rotating input sets; returns milliseconds per call."""
+    def sample(self, fn, input_sets, n: int, offset: int = 0, refresh: bool = False) -> list[float]:
+        """n timed calls, rotating input sets; returns milliseconds per call. With `refresh`, each input set
+        gets new contents (untimed) before every call, so no call ever sees inputs it has seen before."""
         if self.cuda:
             events = []
             for i in range(n):
                 inputs = input_sets[(offset + i) % len(input_sets)]
+                if refresh:
+                    refresh_contents(inputs)
                 if self.flush is not None:
                     self.flush.zero_()
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -47,8 +60,21 @@ class Sampler:
         times = []
         for i in range(n):
             inputs = input_sets[(offset + i) % len(input_sets)]
+            if refresh:
+                refresh_contents(inputs)
             t0 = time.perf_counter_ns()
             fn(*inputs)
+            times.append((time.perf_counter_ns() - t0) / 1e6)
+        return times
+
+    def host_times(self, fn, input_sets, n: int) -> list[float]:
+        """Wall time of synchronised calls: includes launch overhead and work on any stream."""
+        times = []
+        for i in range(n):
+            self.sync()
+            t0 = time.perf_counter_ns()
+            fn(*input_sets[i % len(input_sets)])
+            self.sync()
             times.append((time.perf_counter_ns() - t0) / 1e6)
         return times
 
@@ -75,7 +101,7 @@ def measure(ref, cand, input_sets, cfg, device: str) -> Timing:
             sides.reverse()      # A B, B A: drift within a round hits both sides equally
         medians = {}
         for name, fn in sides:
-            samples = sampler.sample(fn, input_sets, n, offset=r * n)
+            samples = sampler.sample(fn, input_sets, n, offset=r * n, refresh=cfg.refresh_inputs)
             (ref_all if name == "ref" else cand_all).extend(samples)
             medians[name] = stats.median(samples)
         timing.ref_rounds_ms.append(medians["ref"])
@@ -98,4 +124,7 @@ def measure(ref, cand, input_sets, cfg, device: str) -> Timing:
     timing.cand_ms = stats.median(cand_all)
     timing.speedup = stats.geomean(ratios)
     timing.ci_low, timing.ci_high = stats.bootstrap_geomean_ci(ratios, cfg.bootstrap)
+    host_n = max(3, min(2 * n, 10))
+    timing.ref_host_ms = stats.median(sampler.host_times(ref, input_sets, host_n))
+    timing.cand_host_ms = stats.median(sampler.host_times(cand, input_sets, host_n))
     return timing

@@ -19,9 +19,11 @@ from pathlib import Path
 
 import torch
 
+from . import integrity
 from . import results as R
 from .config import config_from_dict
-from .correctness import DTYPES, construct, make_inputs, run_trials, share_weights, tf32_off
+from .correctness import (DTYPES, Flags, construct, degenerate_reason, make_inputs, maybe_flag, recheck_timed_inputs,
+                          run_trials, share_weights, tf32_off)
 from .loading import BuildFailed, BuildInterceptor, import_file
 from .results import BuildInfo, Result
 from .timing import measure
@@ -78,6 +80,8 @@ class Job:
         self.result.status, self.result.message = status, message
 
     def run(self) -> None:
+        if self.spec["mode"] == "lint":
+            return self.lint()
         self.save("build")
         candidate = self.import_candidate()
         if candidate is None:
@@ -104,31 +108,83 @@ class Job:
         weights = share_weights(ref, cand)
         self.save("correctness")
         calls = lambda: sum(self.interceptor.calls.values())   # noqa: E731
+        tolerance = problem_tolerance(problem, self.cfg)
+        flags = Flags(integrity.static_flags(Path(self.spec["candidate_path"]).read_text(), self.spec["candidate_path"]))
         try:
-            self.result.correctness, flags = run_trials(problem, ref, cand, weights, self.cfg, self.device, dtype,
-                                                        problem_tolerance(problem, self.cfg), calls)
+            self.result.correctness, runtime_flags = run_trials(problem, ref, cand, weights, self.cfg, self.device,
+                                                                dtype, tolerance, calls)
         except Exception as e:
             traceback.print_exc()
             return self.fail(failure_status(e), f"forward raised {one_line(e)}")
+        for f in runtime_flags:
+            flags.add(f)
+        flags.add(integrity.check_timer_identity(self.timer_snapshot))
+        if self.spec.get("aa_calibration"):   # calibrate-noise: the candidate IS the reference, by design
+            flags[:] = [f for f in flags if f.name != "no-custom-kernel"]
         self.result.flags = flags
         c = self.result.correctness
-        if c.passed < c.trials:
+        if c.passed < c.trials:   # an output the checks rejected outright is an integrity verdict, not a miss
+            if any(f.name == "bad-output" for f in flags):
+                return self.set_status_from_flags()
             return self.fail(R.INCORRECT, c.detail)
-        errors = [f for f in flags if f.severity == "error"]
-        self.result.status = R.INTEGRITY if errors else R.OK
-        self.result.message = "; ".join(f"{f.name}: {f.detail}" for f in errors)
+        self.set_status_from_flags()
         self.save("timing")
         try:
-            input_sets = [make_inputs(problem, self.cfg.seed + 1000 + i, self.device, dtype)
-                          for i in range(self.cfg.timing.input_sets)]
-            with torch.no_grad(), tf32_off():
-                self.result.timing = measure(ref, cand, input_sets, self.cfg.timing, self.device)
+            self.time_and_recheck(problem, ref, cand, dtype, tolerance, flags)
         except Exception as e:
             traceback.print_exc()
             return self.fail(failure_status(e), f"forward raised while timing: {one_line(e)}")
+        self.set_status_from_flags()
+
+    def time_and_recheck(self, problem, ref, cand, dtype, tolerance, flags: Flags) -> None:
+        cfg, device = self.cfg, self.device
+        input_sets = [make_inputs(problem, cfg.seed + 1000 + i, device, dtype) for i in range(cfg.timing.input_sets)]
+        with torch.no_grad(), tf32_off():
+            t = measure(ref, cand, input_sets, cfg.timing, device)
+        self.result.timing = t
+        flags.add(integrity.check_timer_identity(self.timer_snapshot))
+        flags.add(maybe_flag("cached-result", recheck_timed_inputs(problem, ref, cand, input_sets, cfg.seed + 2000,
+                                                                   device, dtype, tolerance)))
+        if device == "cuda":
+            flags.add(integrity.check_side_stream(t.cand_host_ms, t.cand_ms, t.ref_host_ms, t.ref_ms))
+            names = {k for ext in self.result.build.extensions for k in ext.get("kernels", [])}
+            if names:
+                with torch.no_grad():
+                    share, top = integrity.custom_kernel_share(cand, input_sets[0], names)
+                self.result.custom_share = share
+                if share is not None and share < integrity.LIBRARY_SHARE_WARN:
+                    flags.add(integrity.flag("library-heavy", f"{share:.0%} of GPU time in the candidate's own "
+                                                              f"kernels; top: {top}"))
+        flags.add(integrity.check_suspicious_speed(t.speedup))
+
+    def set_status_from_flags(self) -> None:
+        errors = [f for f in self.result.flags if f.severity == "error"]
+        self.result.status = R.INTEGRITY if errors else R.OK
+        self.result.message = "; ".join(f"{f.name}: {f.detail}" for f in errors)
+
+    def lint(self) -> None:
+        """Problem only: would zeros, a constant, or an input-independent answer pass its tolerance?"""
+        self.result.env = environment(self.device)
+        self.save("load")
+        try:
+            problem = import_file(self.spec["problem_path"], "kbench_problem")
+            dtype = DTYPES[self.cfg.dtype]
+            ref = construct(problem.Model, problem.get_init_inputs(), self.device, dtype, self.cfg.seed)
+            outs = []
+            for trial in range(2):
+                with torch.no_grad(), tf32_off():
+                    outs.append(ref(*make_inputs(problem, self.cfg.seed + 1 + trial, self.device, dtype)))
+        except Exception as e:
+            traceback.print_exc()
+            return self.fail(R.PROBLEM_ERROR, f"{self.spec['problem_path']}: reference failed: {one_line(e)}")
+        self.result.flags = [f for f in [maybe_flag("degenerate-problem",
+                                                    degenerate_reason(outs, problem_tolerance(problem, self.cfg)))] if f]
+        self.result.status = R.OK
+        self.result.message = "; ".join(f.detail for f in self.result.flags)
 
     def import_candidate(self):
         """Import the candidate with load_inline intercepted; None (and a failed result) if it cannot be."""
+        self.timer_snapshot = integrity.timing_functions()   # before any candidate code runs
         self.interceptor = BuildInterceptor(self.spec["cache_dir"], self.cfg.build.verbose)
         self.interceptor.install()
         start = time.perf_counter()

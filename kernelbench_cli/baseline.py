@@ -1,0 +1,347 @@
+"""Baseline files and the regression rule of the CI gate.
+
+A *baseline* is a JSON file keyed by GPU model (or CPU) and software stack, e.g.
+results/baselines/nvidia-h200-torch2.11.0-cu130-cuda13.0.json, holding one record per job
+(problem::candidate): status, integrity flags, speedup with its CI, device times, per-round ratios, and
+the environment it was measured in. A run (runs/<run-id>/results.jsonl) reads into the same shape, so
+`compare` takes a baseline file or a run on either side.
+
+The rule (DESIGN.md, "Regression rule"), per job, in this order:
+
+1. only in the baseline -> `missing`; only in the new run -> `new` (neither fails the gate);
+2. an integrity flag of severity error that the baseline's record does not have -> `regressed`;
+3. correct in the baseline, not correct now (incorrect, crash, timeout, build failure...) -> `regressed`
+   ("correctness lost"); not correct in either -> `unchanged` (still failing); correct only now -> `improved`;
+4. both correct: let [lo, hi] be the 95% CI of r = new speedup / baseline speedup (see `ratio_ci`), then
+     hi <  1 - tau                 -> `regressed`     (the whole CI is below 1 - tau)
+     lo <  1 - tau <= hi           -> `inconclusive`  (the CI straddles 1 - tau)
+     lo >  1 + tau                 -> `improved`      (the whole CI is above 1 + tau)
+     1 - tau <= lo <= 1 + tau      -> `unchanged`     (no slowdown beyond tau is plausible; this includes a
+                                                       CI inside [1 - tau, 1 + tau] and one that reaches
+                                                       above 1 + tau without lying wholly above it)
+   A job without timing on either side (e.g. a build-only run) is `unchanged`.
+
+Only `regressed` fails the gate. `bench --fail-on-regression` reruns `inconclusive` jobs once with more
+rounds before deciding; a job still inconclusive after that is a warning.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from . import results as R
+from . import stats
+from .errors import InputError
+
+FORMAT = "kbench-baseline/1"
+
+REGRESSED, INCONCLUSIVE, IMPROVED, UNCHANGED, NEW, MISSING = (
+    "regressed", "inconclusive", "improved", "unchanged", "new", "missing")
+VERDICTS = (REGRESSED, INCONCLUSIVE, IMPROVED, UNCHANGED, NEW, MISSING)
+VERDICT_STYLE = {REGRESSED: "bold red", INCONCLUSIVE: "yellow", IMPROVED: "green", UNCHANGED: "",
+                 NEW: "cyan", MISSING: "dim"}
+MIN_BOOTSTRAP_ROUNDS = 3     # fewer per-round ratios than this on either side: use the conservative bounds
+
+
+# --- records -------------------------------------------------------------------------------------------
+
+@dataclass
+class JobRecord:
+    """What the gate needs of one job's Result; also one entry of a baseline file."""
+    status: str
+    message: str = ""
+    flags: list = field(default_factory=list)        # [{"name", "severity", "detail"}]
+    speedup: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    ref_ms: float | None = None
+    cand_ms: float | None = None
+    rounds: int = 0
+    round_ratios: list = field(default_factory=list)  # per-round ref/cand speedups
+    ref_rounds_ms: list = field(default_factory=list)
+    cand_rounds_ms: list = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def correct(self) -> bool:
+        return self.status == R.OK
+
+    @property
+    def error_flags(self) -> dict:
+        return {f["name"]: f.get("detail", "") for f in self.flags if f.get("severity") == "error"}
+
+    @property
+    def timed(self) -> bool:
+        return self.speedup is not None and self.speedup > 0
+
+    @classmethod
+    def from_result(cls, r: R.Result) -> "JobRecord":
+        t = r.timing
+        ratios = [a / b for a, b in zip(t.ref_rounds_ms, t.cand_rounds_ms) if a and b and a > 0 and b > 0]
+        return cls(status=r.status, message=r.message,
+                   flags=[{"name": f.name, "severity": f.severity, "detail": f.detail} for f in r.flags],
+                   speedup=t.speedup, ci_low=t.ci_low, ci_high=t.ci_high, ref_ms=t.ref_ms, cand_ms=t.cand_ms,
+                   rounds=t.rounds, round_ratios=ratios, ref_rounds_ms=list(t.ref_rounds_ms),
+                   cand_rounds_ms=list(t.cand_rounds_ms), wall_s=r.wall_s)
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str) -> "JobRecord":
+        known = set(cls.__dataclass_fields__)
+        if "status" not in d:
+            raise InputError(f"{where}: a job record has no 'status'; regenerate it with `kbench baseline save`")
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+@dataclass
+class Snapshot:
+    """One side of a comparison: where it came from, its environment, its jobs by problem::candidate."""
+    source: str
+    env: dict
+    jobs: dict
+    run_id: str = ""
+
+    @property
+    def key(self) -> str:
+        return baseline_key(self.env) if self.env else "unknown"
+
+
+def latest_per_job(results: list[R.Result]) -> list[R.Result]:
+    """A run file may hold a job twice (a rerun appends); the last line wins, first-seen order is kept."""
+    by_job: dict[str, R.Result] = {}
+    for r in results:
+        by_job[r.job_id] = r          # a dict keeps a key's first position when its value is replaced
+    return list(by_job.values())
+
+
+def env_of(results: list[R.Result]) -> dict:
+    """The environment of the first job that reached the device (build failures record none)."""
+    return next((dict(r.env) for r in results if r.env), {})
+
+
+def snapshot_from_results(results: list[R.Result], source: str) -> Snapshot:
+    results = latest_per_job(results)
+    return Snapshot(source, env_of(results), {r.job_id: JobRecord.from_result(r) for r in results},
+                    next((r.run_id for r in results if r.run_id), ""))
+
+
+# --- baseline files ------------------------------------------------------------------------------------
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9.]+", "-", str(text).lower()).strip("-.") or "unknown"
+
+
+def baseline_key(env: dict) -> str:
+    """GPU model (or CPU), torch and CUDA versions: nvidia-h200-torch2.11.0-cu130-cuda13.0."""
+    machine = env.get("gpu") or env.get("cpu") or "unknown"
+    return f"{slug(machine)}-torch{slug(env.get('torch') or 'unknown')}-cuda{slug(env.get('cuda') or 'none')}"
+
+
+def baseline_path(directory: str | Path, env: dict) -> Path:
+    return Path(directory) / f"{baseline_key(env)}.json"
+
+
+def save_baseline(snap: Snapshot, path: Path) -> Path:
+    doc = {"format": FORMAT, "key": snap.key, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+           "source": snap.source, "run_id": snap.run_id, "env": snap.env,
+           "jobs": {job: asdict(rec) for job, rec in sorted(snap.jobs.items())}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def load_baseline_file(path: Path) -> Snapshot:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise InputError(f"{path}: cannot read baseline file ({e}); regenerate it with `kbench baseline save`") \
+            from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("jobs"), dict):
+        raise InputError(f"{path}: not a kbench baseline file (expected format {FORMAT}); "
+                         "create one with `kbench baseline save RUN`")
+    jobs = {job: JobRecord.from_dict(d, f"{path}: {job}") for job, d in doc["jobs"].items()}
+    return Snapshot(str(path), doc.get("env") or {}, jobs, doc.get("run_id", ""))
+
+
+def resolve_run(spec: str | Path, runs_root: str | Path) -> Path:
+    """A run id under runs_root, a run directory or a results.jsonl -> the results file."""
+    p = Path(spec)
+    for cand in (p, Path(runs_root) / str(spec)):
+        if cand.is_dir() and (cand / "results.jsonl").is_file():
+            return cand / "results.jsonl"
+        if cand.is_file() and cand.suffix == ".jsonl":
+            return cand
+    raise InputError(f"{spec}: not a run: pass a run id under {runs_root}/, a run directory or a results.jsonl")
+
+
+def load_snapshot(spec: str | Path, runs_root: str | Path) -> Snapshot:
+    """A baseline file (.json), or a run (id, directory or results.jsonl)."""
+    p = Path(spec)
+    if p.is_file() and p.suffix == ".json":
+        return load_baseline_file(p)
+    path = resolve_run(spec, runs_root)
+    return snapshot_from_results(R.load_results(path), str(path))
+
+
+# --- the rule ------------------------------------------------------------------------------------------
+
+@dataclass
+class Comparison:
+    job: str
+    verdict: str
+    reason: str
+    base: JobRecord | None = None
+    new: JobRecord | None = None
+    ratio: float | None = None       # new speedup / baseline speedup
+    ratio_low: float | None = None   # its 95% CI
+    ratio_high: float | None = None
+    method: str = ""                 # bootstrap | bounds (how the CI was computed)
+    rerun: bool = False              # decided after a rerun with more rounds
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        for side in ("base", "new"):   # the per-round lists are in the run files; keep the JSON short
+            if d[side]:
+                for k in ("round_ratios", "ref_rounds_ms", "cand_rounds_ms"):
+                    d[side].pop(k)
+        return d
+
+
+def ratio_ci(base: JobRecord, new: JobRecord, resamples: int = 2000) -> tuple[float, float, str]:
+    """95% CI of new/base speedup: a bootstrap over both runs' per-round ratios when each has at least
+    MIN_BOOTSTRAP_ROUNDS of them, else the conservative bounds (new lo / base hi, new hi / base lo)."""
+    if len(base.round_ratios) >= MIN_BOOTSTRAP_ROUNDS and len(new.round_ratios) >= MIN_BOOTSTRAP_ROUNDS:
+        lo, hi = stats.bootstrap_ratio_ci(new.round_ratios, base.round_ratios, resamples)
+        return lo, hi, "bootstrap"
+    b_lo, b_hi = base.ci_low or base.speedup, base.ci_high or base.speedup
+    n_lo, n_hi = new.ci_low or new.speedup, new.ci_high or new.speedup
+    return n_lo / b_hi, n_hi / b_lo, "bounds"
+
+
+def classify(lo: float, hi: float, tau: float) -> str:
+    """Step 4 of the rule on a CI [lo, hi] of new/base speedup."""
+    if hi < 1 - tau:
+        return REGRESSED
+    if lo < 1 - tau:
+        return INCONCLUSIVE
+    if lo > 1 + tau:
+        return IMPROVED
+    return UNCHANGED
+
+
+def compare_job(job: str, base: JobRecord | None, new: JobRecord | None, tau: float,
+                resamples: int = 2000) -> Comparison:
+    if new is None:
+        return Comparison(job, MISSING, "in the baseline, not in this run", base=base)
+    if base is None:
+        note = "" if new.correct else f" ({new.status}: {new.message})" if new.message else f" ({new.status})"
+        return Comparison(job, NEW, "not in the baseline" + note, new=new)
+    c = Comparison(job, UNCHANGED, "", base=base, new=new)
+    added = {n: d for n, d in new.error_flags.items() if n not in base.error_flags}
+    if added:
+        c.verdict = REGRESSED
+        c.reason = "new integrity flag " + "; ".join(f"{n}: {d}" if d else n for n, d in added.items())
+    elif base.correct and not new.correct:
+        c.verdict = REGRESSED
+        c.reason = f"correctness lost: {new.status}" + (f": {new.message}" if new.message else "")
+    elif not base.correct and not new.correct:
+        c.reason = f"still failing ({new.status}; baseline {base.status})"
+    elif not base.correct:
+        c.verdict, c.reason = IMPROVED, f"now correct (baseline: {base.status})"
+    elif not (base.timed and new.timed):
+        c.reason = "no timing to compare"
+    else:
+        c.ratio = new.speedup / base.speedup
+        c.ratio_low, c.ratio_high, c.method = ratio_ci(base, new, resamples)
+        c.verdict = classify(c.ratio_low, c.ratio_high, tau)
+        ci = f"new/base {c.ratio:.3f}× [{c.ratio_low:.3f}, {c.ratio_high:.3f}]"
+        c.reason = {REGRESSED: f"{ci}: whole CI below 1 - τ = {1 - tau:.3f}",
+                    INCONCLUSIVE: f"{ci}: CI straddles 1 - τ = {1 - tau:.3f}",
+                    IMPROVED: f"{ci}: whole CI above 1 + τ = {1 + tau:.3f}",
+                    UNCHANGED: f"{ci}: no slowdown beyond τ = {tau:g}"}[c.verdict]
+    return c
+
+
+def compare_snapshots(base: Snapshot, new: Snapshot, tau: float, resamples: int = 2000) -> list[Comparison]:
+    """One Comparison per job of either side: the new run's order first, then the missing ones."""
+    jobs = list(new.jobs) + [j for j in base.jobs if j not in new.jobs]
+    return [compare_job(j, base.jobs.get(j), new.jobs.get(j), tau, resamples) for j in jobs]
+
+
+def counts(comps: list[Comparison]) -> dict:
+    return {v: sum(c.verdict == v for c in comps) for v in VERDICTS}
+
+
+def exit_code(comps: list[Comparison]) -> int:
+    """The gate: 1 if any job regressed, else 0."""
+    return 1 if any(c.verdict == REGRESSED for c in comps) else 0
+
+
+def env_warning(base: Snapshot, new: Snapshot) -> str | None:
+    if base.env and new.env and base.key != new.key:
+        return (f"the baseline is for {base.key} but the run is on {new.key}: speedups from different machines "
+                "or software stacks are not comparable")
+    return None
+
+
+# --- rendering -----------------------------------------------------------------------------------------
+
+def fmt_speedup(rec: JobRecord | None) -> str:
+    if rec is None:
+        return "-"
+    if not rec.correct:
+        return rec.status
+    if not rec.timed:
+        return "ok"
+    if rec.ci_low is None or rec.ci_high is None:
+        return f"{rec.speedup:.2f}×"
+    return f"{rec.speedup:.2f}× [{rec.ci_low:.2f}, {rec.ci_high:.2f}]"
+
+
+def fmt_ratio(c: Comparison) -> str:
+    if c.ratio is None:
+        return "-"
+    return f"{c.ratio:.3f}× [{c.ratio_low:.3f}, {c.ratio_high:.3f}]"
+
+
+def summary_line(comps: list[Comparison], tau: float) -> str:
+    n = counts(comps)
+    parts = [f"{n[v]} {v}" for v in VERDICTS if n[v]]
+    gate = "FAIL" if exit_code(comps) else "pass"
+    return f"{len(comps)} job(s): {', '.join(parts) or 'none'} (τ = {tau:g}) · gate: {gate}"
+
+
+def table(comps: list[Comparison], title: str) -> Table:
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col, kw in (("job", {"overflow": "fold"}), ("baseline", {"justify": "right"}),
+                    ("new", {"justify": "right"}), ("new/base [95% CI]", {"justify": "right"}),
+                    ("verdict", {}), ("reason", {"overflow": "fold"})):
+        t.add_column(col, **kw)
+    for c in comps:
+        style = VERDICT_STYLE.get(c.verdict, "")
+        verdict = f"[{style}]{c.verdict}[/]" if style else c.verdict
+        reason = c.reason + (" (after a rerun with more rounds)" if c.rerun else "")
+        t.add_row(c.job, fmt_speedup(c.base), fmt_speedup(c.new), fmt_ratio(c), verdict, reason)
+    return t
+
+
+def render(comps: list[Comparison], console: Console, title: str, tau: float) -> None:
+    console.print(table(comps, title))
+    still = [c.job for c in comps if c.verdict == INCONCLUSIVE]
+    if still:
+        console.print(f"[yellow]warning:[/] {len(still)} job(s) inconclusive (CI straddles 1 - τ): "
+                      + ", ".join(still), highlight=False)
+    console.print(summary_line(comps, tau), highlight=False)
+
+
+def comparisons_json(comps: list[Comparison], base: Snapshot, new: Snapshot, tau: float) -> str:
+    return json.dumps({"base": base.source, "new": new.source, "tau": tau, "counts": counts(comps),
+                       "exit_code": exit_code(comps), "jobs": [c.to_dict() for c in comps]}, indent=2)

@@ -1,0 +1,182 @@
+"""`kbench bench` as a CI gate: --resume, --baseline auto|FILE, --fail-on-regression, --junit, --markdown.
+
+Flow: run the jobs (or only those the resumed run has not recorded), compare the run with the baseline
+(baseline.py has the rule), rerun `inconclusive` jobs once with rerun_rounds_factor x the rounds and
+budget (appended to the same run; the later result of a job wins), compare again, write the reports,
+return the exit code.
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+from rich.console import Console
+
+from . import baseline as B
+from . import ci_formats
+from . import results as R
+from .errors import InputError
+from .executor import execute
+from .results import RunStore
+
+
+def resumed_store(spec: str, runs_root: str) -> RunStore:
+    results_file = B.resolve_run(spec, runs_root)
+    return RunStore(results_file.parent.parent, results_file.parent.name)
+
+
+def job_id(job) -> str:
+    return f"{job.problem.key}::{job.candidate.name}"
+
+
+def pick_baseline(choice: str, new: B.Snapshot, baselines_dir: str, err: Console) -> B.Snapshot | None:
+    """`auto`: the file for the run's own machine and stack, or None (with a warning) if there is none yet."""
+    if choice != "auto":
+        path = Path(choice)
+        if not path.is_file():
+            raise InputError(f"--baseline {choice}: file not found; pass a baseline file or `auto`")
+        base = B.load_baseline_file(path)
+        err.print(f"baseline: {path}", highlight=False)
+        warning = B.env_warning(base, new)
+        if warning:
+            err.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        return base
+    if not new.env:
+        err.print("[yellow]warning:[/] no job reached the device, so the machine is unknown and no baseline "
+                  "was picked; every job is 'new'", highlight=False)
+        return None
+    path = B.baseline_path(baselines_dir, new.env)
+    if not path.is_file():
+        err.print(f"[yellow]warning:[/] no baseline for this machine ({new.key}): {path} not found; every job is "
+                  f"'new'. Save one with: kbench baseline save {new.run_id or 'RUN'}", highlight=False)
+        return None
+    err.print(f"baseline: {path} (auto: matches {new.key})", highlight=False)
+    return B.load_baseline_file(path)
+
+
+def rerun_config(cfg):
+    """The config for rerunning inconclusive jobs: rounds and budget times compare.rerun_rounds_factor."""
+    f = cfg.compare.rerun_rounds_factor
+    more = copy.deepcopy(cfg)
+    t = more.timing
+    t.min_rounds, t.max_rounds, t.budget_s = t.min_rounds * f, t.max_rounds * f, t.budget_s * f
+    more.timeouts.run_s = cfg.timeouts.run_s + t.budget_s - cfg.timing.budget_s
+    return more
+
+
+def bench_gate(cfg, device: str, jobs: list, skipped: list, as_json: bool, run, *, baseline: str | None,
+               fail_on_regression: bool, junit: Path | None, markdown: Path | None, resume: str | None,
+               tau: float | None, html: Path | None = None) -> int:
+    """`run` is cli._run (it renders the results table and prints --json); returns bench's exit code."""
+    err = Console(stderr=True)
+    out = err if as_json else Console()
+    if fail_on_regression and not baseline:
+        raise InputError("--fail-on-regression needs a baseline: add --baseline auto (or --baseline FILE)")
+    if tau is not None:
+        if not 0 < tau < 1:
+            raise InputError(f"--tau {tau:g}: must be between 0 and 1, e.g. 0.05 for 5%")
+        cfg.compare.tau = tau
+    tau = cfg.compare.tau
+    if resume:
+        store = resumed_store(resume, cfg.paths.runs)
+        done = {r.job_id for r in store.load()}
+        todo = [j for j in jobs if job_id(j) not in done]
+        err.print(f"resuming run {store.run_id}: {len(jobs) - len(todo)} job(s) already recorded, "
+                  f"{len(todo)} to run", highlight=False)
+    else:
+        store, todo = RunStore(Path(cfg.paths.runs)), jobs
+    if todo:
+        run(cfg, device, todo, skipped, as_json, "bench", store=store)
+    new = B.snapshot_from_results(store.load(), str(store.results_file))
+
+    base = pick_baseline(baseline, new, cfg.paths.baselines, err) if baseline else None
+    against = base or B.Snapshot("none", {}, {})
+    comps = B.compare_snapshots(against, new, tau, cfg.timing.bootstrap)
+    if base is None:
+        for c in comps:
+            c.reason = c.reason.replace("not in the baseline", "no baseline")
+    if base is not None:
+        comps = [c for c in comps if c.verdict != B.MISSING or not _deselected(c.job, jobs)]
+    unsure = {c.job for c in comps if c.verdict == B.INCONCLUSIVE}
+    again = [j for j in jobs if job_id(j) in unsure]
+    if fail_on_regression and again:
+        more = rerun_config(cfg)
+        err.print(f"rerunning {len(again)} inconclusive job(s) with {cfg.compare.rerun_rounds_factor}x the rounds "
+                  f"(min {more.timing.min_rounds}, max {more.timing.max_rounds}, budget {more.timing.budget_s:g} s)",
+                  highlight=False)
+        execute(again, more, device, store, err)
+        new = B.snapshot_from_results(store.load(), str(store.results_file))
+        comps = [B.compare_job(c.job, c.base, new.jobs.get(c.job), tau, cfg.timing.bootstrap)
+                 if c.job in unsure else c for c in comps]
+        for c in comps:
+            c.rerun = c.job in unsure
+
+    source = base.source if base is not None else ""
+    if base is not None:
+        B.render(comps, out, f"compare · {source} → run {store.run_id}", tau)
+    strict = not baseline
+    title = f"kbench bench · run {store.run_id}"
+    if junit:
+        ci_formats.write_junit(junit, comps, title, tau, source, strict)
+        err.print(f"JUnit report: {junit}", highlight=False)
+    if markdown:
+        written = ci_formats.write_markdown(markdown, ci_formats.markdown(comps, title, tau, source, strict))
+        err.print("markdown summary: " + ", ".join(map(str, written)), highlight=False)
+    results = B.latest_per_job(store.load())
+    if html:
+        from .html_report import write_run_html
+        write_run_html(html, results, Path(cfg.paths.runs), err)
+    if fail_on_regression:
+        return B.exit_code(comps)
+    return 0 if all(r.status == R.OK for r in results) else 1
+
+
+def save_baseline_cmd(cfg, run: str, file: Path | None, out: Console) -> Path:
+    """`kbench baseline save RUN [--file FILE]`."""
+    results_file = B.resolve_run(run, cfg.paths.runs)
+    snap = B.snapshot_from_results(R.load_results(results_file), str(results_file))
+    if not snap.jobs:
+        raise InputError(f"{results_file}: the run recorded no jobs; nothing to save")
+    if file is None and not snap.env:
+        raise InputError(f"{results_file}: no job reached the device, so the machine is unknown; "
+                         "name the file with --file")
+    path = B.save_baseline(snap, file or B.baseline_path(cfg.paths.baselines, snap.env))
+    failing = [j for j, rec in snap.jobs.items() if not rec.correct]
+    out.print(f"saved baseline of {len(snap.jobs)} job(s) from {results_file} to {path} (machine {snap.key})",
+              highlight=False)
+    if failing:
+        out.print(f"note: {len(failing)} job(s) recorded as failing ({', '.join(failing[:5])}"
+                  f"{' ...' if len(failing) > 5 else ''}): they do not fail the gate while they stay failing",
+                  highlight=False)
+    return path
+
+
+def compare_cmd(cfg, base_spec: str, new_spec: str, as_json: bool, junit: Path | None,
+                markdown: Path | None) -> int:
+    """`kbench compare BASE NEW`: table (stderr with --json), reports, exit 1 if any job regressed."""
+    err = Console(stderr=True)
+    out = err if as_json else Console()
+    base = B.load_snapshot(base_spec, cfg.paths.runs)
+    new = B.load_snapshot(new_spec, cfg.paths.runs)
+    warning = B.env_warning(base, new)
+    if warning:
+        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    tau = cfg.compare.tau
+    comps = B.compare_snapshots(base, new, tau, cfg.timing.bootstrap)
+    B.render(comps, out, f"compare · {base.source} → {new.source}", tau)
+    title = f"kbench compare · {Path(new.source).parent.name or new.source}"
+    if junit:
+        ci_formats.write_junit(junit, comps, title, tau, base.source)
+        err.print(f"JUnit report: {junit}", highlight=False)
+    if markdown:
+        written = ci_formats.write_markdown(markdown, ci_formats.markdown(comps, title, tau, base.source))
+        err.print("markdown summary: " + ", ".join(map(str, written)), highlight=False)
+    if as_json:
+        print(B.comparisons_json(comps, base, new, tau))
+    return B.exit_code(comps)
+
+
+def _deselected(job: str, jobs: list) -> bool:
+    """A baseline job of a problem outside this bench's selection is not 'missing' (bench cpu/1 against a
+    baseline saved from --all); one of a selected problem is (its candidate was renamed or removed)."""
+    return job.partition("::")[0] not in {j.problem.key for j in jobs}

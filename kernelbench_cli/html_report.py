@@ -1,0 +1,736 @@
+"""The HTML report: one self-contained page per run (or per comparison of two runs), plots inlined as SVG.
+
+`kbench report RUN` re-renders a saved run's terminal tables (report.render); `--html FILE` (also on
+`kbench bench`) writes a page with the summary, a speedup chart with CI bars, a roofline-style chart and one
+section per job (verdict, flags, errors, per-round timings, compiler log). `kbench report BASE NEW` compares
+two runs job by job. The page needs no network: no scripts, no stylesheets or fonts from elsewhere; every
+plot is a matplotlib figure (Agg backend, no display) saved as SVG and pasted inline.
+
+Roofline: results do not carry FLOP or byte counts yet, so the chart plots each candidate's time against its
+reference's time. When a Result gains a `roofline` field, a dict with
+
+    flops       FLOP per call of the forward
+    bytes       bytes moved per call (the compulsory traffic: inputs, weights, outputs)
+    peak_flops  the device's measured FLOP/s ceiling
+    peak_bw     the device's measured bytes/s ceiling
+
+the same call draws a roofline instead (achieved FLOP/s against arithmetic intensity, under the ceilings):
+`_roofline_data` is the only place that reads it.
+"""
+from __future__ import annotations
+
+import difflib
+import html
+import io
+import math
+import re
+import time
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from . import results as R
+from . import stats
+from .errors import InputError
+from .report import fmt_time, render, summary_line
+from .results import Result, load_results
+
+FAST_P = (0.0, 0.5, 1.0, 1.5, 2.0)
+FASTER, SLOWER, UNSURE, FAILED = "#2e7d32", "#c62828", "#78909c", "#8e24aa"
+STATUS_CLASS = {R.OK: "ok", R.INCORRECT: "bad", R.INTEGRITY: "flag", R.TIMEOUT: "warn"}
+CRASHY = (R.CRASH, R.TIMEOUT, R.CUDA_ERROR, R.IMPORT_ERROR, R.RUNTIME_ERROR, R.PROBLEM_ERROR,
+          R.MISSING_MODELNEW, R.BAD_CONSTRUCTOR)
+esc = html.escape
+
+
+# ---------------------------------------------------------------------------------------------- loading
+
+def resolve_run(arg: str, runs_root: Path) -> Path:
+    """RUN as a results.jsonl path, a run directory, or a run id under runs_root."""
+    for p in (Path(arg), Path(runs_root) / arg):
+        if p.is_file() or (p.is_dir() and (p / "results.jsonl").is_file()):
+            return p
+        if p.is_dir():
+            raise InputError(f"{p}: run directory without a results.jsonl (did the run record any job?)")
+    known = sorted(d.name for d in Path(runs_root).glob("*") if (d / "results.jsonl").is_file())
+    close = difflib.get_close_matches(arg, known, n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else (f"; latest: {known[-1]}" if known else "")
+    raise InputError(f"unknown run {arg!r}: not a run id under {runs_root}/, a run directory or a "
+                     f"results.jsonl{hint}")
+
+
+def load_run(arg: str, runs_root: Path) -> tuple[Path, list[Result]]:
+    path = resolve_run(arg, runs_root)
+    try:
+        results = load_results(path)
+    except (ValueError, TypeError, KeyError) as e:    # a truncated line, or a file that is not ours
+        raise InputError(f"{path}: not a kbench results file ({type(e).__name__}: {e})") from None
+    return (path / "results.jsonl" if path.is_dir() else path), results
+
+
+def _run_label(path: Path, results: list[Result]) -> str:
+    return next((r.run_id for r in results if r.run_id), "") or path.stem
+
+
+def _device(results: list[Result]) -> str:
+    return next((r.device for r in results), "?")
+
+
+# ---------------------------------------------------------------------------------------------- command
+
+def report_command(runs: list[str], runs_root: Path, html_path: Path | None, console: Console,
+                   err: Console) -> None:
+    """`kbench report RUN [--html FILE]` and `kbench report BASE NEW [--html FILE]`."""
+    if len(runs) not in (1, 2):
+        raise InputError(f"report takes one run, or two (BASE NEW) to compare; got {len(runs)}")
+    loaded = [load_run(r, runs_root) for r in runs]
+    # the page is written before the tables are printed: `kbench report ... | head` must still write it
+    if len(loaded) == 1:
+        (path, results), = loaded
+        if html_path is not None:
+            write(html_path, render_html(results, source=str(path)), err)
+        render(results, console, f"report · {_device(results)} · run {_run_label(path, results)} ({path})")
+    else:
+        (bpath, base), (npath, new) = loaded
+        if html_path is not None:
+            write(html_path, render_compare_html(base, new, str(bpath), str(npath)), err)
+        bn, nn = _run_label(bpath, base), _run_label(npath, new)
+        if bn == nn:                        # the same run id twice (a copied file): name them by path
+            bn, nn = str(bpath), str(npath)
+        console.print(compare_table(base, new, bn, nn))
+        console.print(f"base {bn}: {summary_line(base)}", highlight=False)
+        console.print(f"new  {nn}: {summary_line(new)}", highlight=False)
+
+
+def write_run_html(html_path: Path, results: list[Result], runs_root: Path, err: Console) -> None:
+    """`kbench bench --html FILE`: the report of the run just measured."""
+    source = Path(runs_root) / _run_label(Path("run"), results) / "results.jsonl"
+    write(html_path, render_html(results, source=str(source)), err)
+
+
+def write(path: Path, page: str, err: Console) -> None:
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(page, encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"{path}: cannot write the HTML report ({e.strerror or e})") from None
+    err.print(f"wrote {path} ({len(page) // 1024} KiB)", highlight=False, markup=False)
+
+
+# ---------------------------------------------------------------------------------------------- plots
+
+class _Plots:
+    """matplotlib figures to inline SVG. No pyplot: Figure objects only, so nothing global is touched
+    except the backend choice (Agg, no display). Each figure gets its own hash salt so the ids of
+    clip paths and markers are deterministic and never collide between figures on one page."""
+
+    def __init__(self):
+        try:
+            import matplotlib
+        except ImportError:
+            raise InputError("the HTML report needs matplotlib: python3 -m pip install matplotlib "
+                             "(or reinstall kbench: pip install -e .)") from None
+        matplotlib.use("Agg")
+        from matplotlib.figure import Figure
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+        self.mpl, self.Figure = matplotlib, Figure
+        self.FuncFormatter, self.LogLocator, self.NullFormatter = FuncFormatter, LogLocator, NullFormatter
+        self.count = 0
+        self.rc = {"svg.fonttype": "none", "font.size": 8, "font.family": "sans-serif",
+                   "font.sans-serif": ["DejaVu Sans", "Liberation Sans", "Arial", "Helvetica"],
+                   "axes.spines.top": False, "axes.spines.right": False, "axes.edgecolor": "#90a4ae",
+                   "axes.labelcolor": "#37474f", "xtick.color": "#546e7a", "ytick.color": "#546e7a",
+                   "path.simplify": True, "axes.formatter.useoffset": False}
+
+    def svg(self, fig, tight: bool = True) -> str:
+        self.count += 1
+        buf = io.StringIO()
+        with self.mpl.rc_context({**self.rc, "svg.hashsalt": f"kbench-fig{self.count}"}):
+            fig.savefig(buf, format="svg", bbox_inches="tight" if tight else None, pad_inches=0.05,
+                        metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+        text = buf.getvalue()
+        text = text[text.index("<svg"):]                              # no XML prolog or DTD inline
+        text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
+        text = re.sub(r'\s+xmlns(:\w+)?="[^"]*"', "", text)           # the HTML parser sets namespaces
+        return text.replace("<svg ", '<svg class="plot" role="img" ', 1)
+
+    def figure(self, w: float, h: float):
+        with self.mpl.rc_context(self.rc):
+            fig = self.Figure(figsize=(w, h))
+            ax = fig.add_subplot()
+        return fig, ax
+
+    def log_axis(self, axis) -> None:
+        axis.set_major_locator(self.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_minor_formatter(self.NullFormatter())
+        axis.set_major_formatter(self.FuncFormatter(lambda v, _: f"{v:g}×"))
+
+
+def _fit_rows(P: _Plots, fig, labels: list[str], w: float, h: float) -> None:
+    """Margins for a chart with one labelled row per job, from the labels' measured width: saving with
+    bbox_inches="tight" would draw the (large) figure twice."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextToPath
+    with P.mpl.rc_context(P.rc):
+        prop, t2p = FontProperties(size=P.mpl.rcParams["ytick.labelsize"]), TextToPath()
+        widest = max((t2p.get_text_width_height_descent(s, prop, ismath=False)[0] for s in labels), default=0)
+    fig.subplots_adjust(left=min(0.6, (widest / 72 + 0.12) / w), right=0.985, top=1 - 0.08 / h, bottom=0.5 / h)
+
+
+def _speed_color(r: Result) -> str:
+    t = r.timing
+    if not r.correct:
+        return FAILED
+    lo, hi = t.ci_low or t.speedup, t.ci_high or t.speedup
+    return FASTER if lo > 1 else SLOWER if hi < 1 else UNSURE
+
+
+def _label(r: Result) -> str:
+    return f"{r.problem} · {r.candidate}"
+
+
+def _log_limits(values, lo_floor=0.5, hi_floor=2.0, pad=1.35) -> tuple[float, float]:
+    vals = [v for v in values if v and v > 0 and math.isfinite(v)]
+    lo = min([lo_floor, *vals]) / pad
+    hi = max([hi_floor, *vals]) * pad
+    return lo, hi
+
+
+def speedup_chart(P: _Plots, results: list[Result]) -> str:
+    """One row per job, grouped by problem: a bar from 1× to the speedup, the 95% CI as an error bar."""
+    n = len(results)
+    with P.mpl.rc_context(P.rc):
+        fig, ax = P.figure(11.2, 0.75 + 0.24 * n)
+        ys = list(range(n))
+        timed = [(i, r) for i, r in enumerate(results) if r.timing.speedup]
+        lo, hi = _log_limits([v for _, r in timed for v in (r.timing.speedup, r.timing.ci_low, r.timing.ci_high)])
+        # alternate a light band per problem so a problem's candidates read as one group
+        band, prev = False, None
+        for i, r in enumerate(results):
+            if r.problem != prev:
+                band, prev = not band, r.problem
+            if band:
+                ax.axhspan(i - 0.5, i + 0.5, color="#f3f6f8", zorder=0, lw=0)
+        if timed:
+            idx, rs = zip(*timed)
+            s = [r.timing.speedup for r in rs]
+            ax.barh(idx, [v - 1 for v in s], left=1, height=0.62, zorder=2,
+                    color=[_speed_color(r) for r in rs], alpha=0.9)
+            cis = [(i, r) for i, r in timed if r.timing.ci_low and r.timing.ci_high]
+            if cis:
+                ax.errorbar([r.timing.speedup for _, r in cis], [i for i, _ in cis], fmt="none", ecolor="#212121",
+                            elinewidth=0.9, capsize=2.5, zorder=3,
+                            xerr=[[r.timing.speedup - r.timing.ci_low for _, r in cis],
+                                  [r.timing.ci_high - r.timing.speedup for _, r in cis]])
+        for i, r in enumerate(results):
+            t = r.timing
+            if t.speedup:
+                right = max(t.speedup, t.ci_high or 0, 1.0)
+                note = f"{t.speedup:.2f}×" + ("" if r.correct else f"  ({r.status})")
+                ax.text(right * 1.04, i, note, va="center", fontsize=7.5, color="#263238" if r.correct else FAILED)
+            else:
+                ax.text(1.04, i, r.status, va="center", fontsize=7.5, color=FAILED, style="italic")
+        ax.axvline(1, color="#263238", lw=0.9, zorder=4)
+        ax.set_xscale("log")
+        ax.set_xlim(lo, hi * 1.6)
+        P.log_axis(ax.xaxis)
+        ax.set_yticks(ys, [_label(r) for r in results])
+        ax.set_ylim(n - 0.5, -0.5)
+        ax.tick_params(axis="y", length=0)
+        ax.grid(axis="x", which="major", color="#e0e0e0", lw=0.6, zorder=1)
+        ax.set_xlabel("speedup over the reference (log scale; bar = geomean of per-round ratios, "
+                      "whisker = 95% bootstrap CI)")
+        _fit_rows(P, fig, [_label(r) for r in results], 11.2, 0.75 + 0.24 * n)
+    return P.svg(fig, tight=False)
+
+
+def _roofline_data(r: Result) -> dict | None:
+    """The future `roofline` field of a Result (see the module docstring), or None while results lack it."""
+    rf = getattr(r, "roofline", None)
+    if not isinstance(rf, dict) or not rf.get("flops") or not rf.get("bytes"):
+        return None
+    return rf
+
+
+def roofline_chart(P: _Plots, results: list[Result]) -> tuple[str, str]:
+    """(svg, caption): a roofline when results carry FLOP/byte counts, else candidate vs reference time."""
+    if any(_roofline_data(r) and r.timing.cand_ms for r in results):
+        return _true_roofline(P, results), (
+            "Roofline: achieved FLOP/s of each candidate (filled) and its reference (hollow) against "
+            "arithmetic intensity, under the measured compute and memory-bandwidth ceilings.")
+    return _time_vs_time(P, results), (
+        "Roofline-style view. These results carry no FLOP or byte counts yet, so each candidate's median time "
+        "is plotted against its reference's on log axes: points below the 1× diagonal are faster than "
+        "eager PyTorch, each dotted line is a further factor of 2; numbers are the # column of the Jobs table. "
+        "When results gain a <code>roofline</code> "
+        "field (FLOP and bytes per call, measured ceilings) this chart becomes a true roofline.")
+
+
+def _time_vs_time(P: _Plots, results: list[Result]) -> str:
+    pts = [(i + 1, r) for i, r in enumerate(results) if r.timing.ref_ms and r.timing.cand_ms]
+    with P.mpl.rc_context(P.rc):
+        fig, ax = P.figure(7.0, 5.6)
+        if not pts:
+            ax.text(0.5, 0.5, "no timed jobs", ha="center", va="center", transform=ax.transAxes)
+            ax.set_axis_off()
+            return P.svg(fig)
+        vals = [v for _, r in pts for v in (r.timing.ref_ms, r.timing.cand_ms)]
+        lo, hi = min(vals) / 2.5, max(vals) * 2.5
+        for k in (-2, -1, 0, 1, 2, 3, 4):       # lines of constant speedup 2^k
+            f = 2.0 ** k
+            ax.plot([lo, hi], [lo / f, hi / f], color="#263238" if k == 0 else "#b0bec5",
+                    lw=0.9 if k == 0 else 0.6, ls="-" if k == 0 else ":", zorder=1)
+            x, y = (hi / 1.1, hi / 1.1 / f) if f >= 1 else (hi / 1.1 * f, hi / 1.1)
+            if lo < x and lo < y:
+                ax.text(x, y, f"{f:g}×", fontsize=6.5, color="#607d8b" if k else "#263238",
+                        ha="right", va="bottom" if f >= 1 else "top")
+        for group, style in (([p for p in pts if p[1].correct], "ok"), ([p for p in pts if not p[1].correct], "bad")):
+            if not group:
+                continue
+            xs, ys = [r.timing.ref_ms for _, r in group], [r.timing.cand_ms for _, r in group]
+            if style == "ok":
+                ax.scatter(xs, ys, s=28, zorder=3, c=[_speed_color(r) for _, r in group], edgecolors="white",
+                           linewidths=0.5, label="correct (colour as in the speedup chart)")
+            else:
+                ax.scatter(xs, ys, s=34, zorder=3, facecolors="none", edgecolors=FAILED, linewidths=1.2,
+                           label="not correct")
+        if len(pts) <= 60:
+            for num, r in pts:
+                ax.annotate(str(num), (r.timing.ref_ms, r.timing.cand_ms), xytext=(3, 2),
+                            textcoords="offset points", fontsize=6.5, color="#37474f")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_aspect("equal")
+        ax.set_xlabel("reference (eager PyTorch) time per call, ms")
+        ax.set_ylabel("candidate time per call, ms")
+        ax.grid(which="major", color="#eceff1", lw=0.6, zorder=0)
+        ax.legend(loc="upper left", frameon=False, fontsize=7)
+    return P.svg(fig)
+
+
+def _true_roofline(P: _Plots, results: list[Result]) -> str:
+    rows = [(r, _roofline_data(r)) for r in results]
+    rows = [(r, d) for r, d in rows if d and r.timing.cand_ms]
+    with P.mpl.rc_context(P.rc):
+        fig, ax = P.figure(6.8, 4.6)
+        ai = [d["flops"] / d["bytes"] for _, d in rows]
+        peak_f = max((d.get("peak_flops") or 0 for _, d in rows), default=0)
+        peak_b = max((d.get("peak_bw") or 0 for _, d in rows), default=0)
+        xlo, xhi = min(ai) / 4, max(ai) * 4
+        if peak_f and peak_b:
+            ridge = peak_f / peak_b
+            xlo, xhi = min(xlo, ridge / 8), max(xhi, ridge * 8)
+            xs = [xlo, ridge, xhi]
+            ax.plot(xs, [min(peak_f, peak_b * x) for x in xs], color="#263238", lw=1.2, zorder=2)
+            ax.text(xhi, peak_f * 1.08, f"{peak_f / 1e12:.3g} TFLOP/s", ha="right", fontsize=7)
+            ax.text(xlo * 1.2, peak_b * xlo * 1.4, f"{peak_b / 1e9:.4g} GB/s", fontsize=7, rotation=0)
+        for (r, d), x in zip(rows, ai):
+            ax.scatter([x], [d["flops"] / (r.timing.cand_ms * 1e-3)], s=28, color=_speed_color(r), zorder=3)
+            if r.timing.ref_ms:
+                ax.scatter([x], [d["flops"] / (r.timing.ref_ms * 1e-3)], s=28, facecolors="none",
+                           edgecolors="#607d8b", zorder=3)
+            if len(rows) <= 30:
+                ax.annotate(r.candidate, (x, d["flops"] / (r.timing.cand_ms * 1e-3)), xytext=(4, 3),
+                            textcoords="offset points", fontsize=6.5, color="#455a64")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(xlo, xhi)
+        ax.set_xlabel("arithmetic intensity (FLOP / byte)")
+        ax.set_ylabel("achieved FLOP/s")
+        ax.grid(which="major", color="#eceff1", lw=0.6, zorder=0)
+    return P.svg(fig)
+
+
+class StripPlot:
+    """Per-round medians of the reference and of the candidate, one small panel each with its own scale
+    (the spread is what this shows; the ratio is in the numbers): the rounds as dots over a box (quartiles,
+    whiskers to the extremes, a tick at the median). One figure whose artists are made once and given each
+    job's data: a fresh figure per job costs ~10x more (axes, ticks), and a run may have hundreds of jobs."""
+
+    PANELS = (("ref", "#607d8b"), ("cand", "#1565c0"))
+
+    def __init__(self, P: _Plots):
+        from matplotlib.patches import Rectangle
+        from matplotlib.ticker import MaxNLocator
+        self.P = P
+        with P.mpl.rc_context(P.rc):
+            self.fig = P.Figure(figsize=(3.8, 0.95))
+            self.panels = []
+            for k, (name, color) in enumerate(self.PANELS):
+                ax = self.fig.add_axes((0.03 + 0.5 * k, 0.36, 0.44, 0.44))
+                whisker, = ax.plot([0, 1], [0, 0], color=color, lw=0.8, zorder=1)
+                boxp = ax.add_patch(Rectangle((0, -0.22), 1, 0.44, facecolor=color, alpha=0.18, edgecolor=color,
+                                              lw=0.8, zorder=2))
+                med, = ax.plot([0, 0], [-0.22, 0.22], color=color, lw=1.6, zorder=3)
+                dots = ax.scatter([0], [0], s=8, color=color, zorder=4, linewidths=0)
+                title = ax.set_title(name, fontsize=7.5, color=color, loc="left", pad=2)
+                ax.set_yticks([])
+                ax.set_ylim(-0.6, 0.6)
+                ax.spines["left"].set_visible(False)
+                ax.xaxis.set_major_locator(MaxNLocator(3))
+                ax.tick_params(axis="x", labelsize=7, length=2, pad=1)
+                ax.grid(axis="x", color="#eceff1", lw=0.6, zorder=0)
+                self.panels.append((ax, whisker, boxp, med, dots, title, name))
+
+    def svg(self, t) -> str:
+        ref, cand = list(t.ref_rounds_ms or []), list(t.cand_rounds_ms or [])
+        scale, unit = (1e3, "µs") if max(ref + cand) < 1 else (1.0, "ms")
+        for (ax, whisker, boxp, med, dots, title, name), vals in zip(self.panels, (ref, cand)):
+            ax.set_visible(bool(vals))
+            if not vals:
+                continue
+            v = sorted(x * scale for x in vals)
+            q1, m, q3 = _quantile(v, 0.25), _quantile(v, 0.5), _quantile(v, 0.75)
+            whisker.set_xdata([v[0], v[-1]])
+            boxp.set_x(q1)
+            boxp.set_width(q3 - q1)
+            med.set_xdata([m, m])
+            dots.set_offsets([(x * scale, ((k * 0.618) % 1 - 0.5) * 0.5) for k, x in enumerate(vals)])
+            pad = (v[-1] - v[0]) * 0.12 or v[-1] * 0.01 or 1e-3
+            ax.set_xlim(v[0] - pad, v[-1] + pad)
+            spread = (v[-1] - v[0]) / m * 100 if m else 0
+            title.set_text(f"{name} ({unit}) · spread {spread:.1f}%")
+        return self.P.svg(self.fig, tight=False)
+
+
+def _quantile(sorted_vals: list[float], q: float) -> float:
+    pos = (len(sorted_vals) - 1) * q
+    i = int(pos)
+    j = min(i + 1, len(sorted_vals) - 1)
+    return sorted_vals[i] + (sorted_vals[j] - sorted_vals[i]) * (pos - i)
+
+
+def compare_chart(P: _Plots, rows: list[dict]) -> str:
+    """A dumbbell per job: base speedup (hollow) to new speedup (filled), log scale."""
+    n = len(rows)
+    if not n:
+        return "<p>Neither run recorded a job.</p>"
+    with P.mpl.rc_context(P.rc):
+        fig, ax = P.figure(11.2, 0.75 + 0.24 * n)
+        lo, hi = _log_limits([v for r in rows for v in (r["base_speedup"], r["new_speedup"])])
+        for i, r in enumerate(rows):
+            b, nw = r["base_speedup"], r["new_speedup"]
+            color = CHANGE_COLOR.get(r["change"], UNSURE)
+            if b and nw:
+                ax.plot([b, nw], [i, i], color=color, lw=1.6, zorder=2)
+            if b:
+                ax.scatter([b], [i], s=30, facecolors="white", edgecolors="#546e7a", linewidths=1.1, zorder=3)
+            if nw:
+                ax.scatter([nw], [i], s=30, color=color, zorder=4)
+            ax.text(max(v for v in (b, nw, 1.0) if v) * 1.06, i, r["change"], va="center", fontsize=7,
+                    color=color)
+        ax.axvline(1, color="#263238", lw=0.9, zorder=1)
+        ax.set_xscale("log")
+        ax.set_xlim(lo, hi * 1.8)
+        P.log_axis(ax.xaxis)
+        ax.set_yticks(range(n), [r["job"].replace("::", " · ") for r in rows])
+        ax.set_ylim(n - 0.5, -0.5)
+        ax.tick_params(axis="y", length=0)
+        ax.grid(axis="x", color="#e0e0e0", lw=0.6, zorder=0)
+        ax.set_xlabel("speedup over the reference (log): hollow = base run, filled = new run")
+        _fit_rows(P, fig, [r["job"].replace("::", " · ") for r in rows], 11.2, 0.75 + 0.24 * n)
+    return P.svg(fig, tight=False)
+
+
+# ---------------------------------------------------------------------------------------------- HTML
+
+CSS = """
+:root{--ink:#263238;--mute:#607d8b;--line:#e0e6ea;--ok:#2e7d32;--bad:#c62828;--flag:#8e24aa;--warn:#ef6c00}
+*{box-sizing:border-box}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:var(--ink);
+ margin:0;background:#f5f7f8}
+main{max-width:1240px;margin:0 auto;padding:24px 28px 60px}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:32px 0 10px;border-bottom:1px solid var(--line);
+ padding-bottom:4px} h3{font-size:15px;margin:0;display:flex;gap:10px;align-items:baseline;flex-wrap:wrap}
+.sub{color:var(--mute);font-size:12.5px} code,pre{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace}
+.cards{display:flex;gap:12px;flex-wrap:wrap;margin:16px 0}
+.card{background:#fff;border:1px solid var(--line);border-radius:8px;padding:10px 16px;min-width:150px}
+.card b{display:block;font-size:24px;line-height:1.2} .card>span{color:var(--mute);font-size:12px}
+table{border-collapse:collapse;background:#fff;font-size:12.5px}
+th,td{padding:4px 10px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top}
+th{background:#eef2f4;font-weight:600} td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+.scroll{overflow-x:auto} .overview{width:100%} .overview td,.overview th{padding:4px 8px} .overview a{color:inherit;text-decoration:none;border-bottom:1px dotted var(--mute)}
+.badge{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;font-weight:600;color:#fff;
+ background:var(--bad);white-space:nowrap}
+.badge.ok{background:var(--ok)} .badge.flag{background:var(--flag)} .badge.warn{background:var(--warn)}
+.badge.same{background:#90a4ae} .badge.faster,.badge.fixed{background:var(--ok)}
+.badge.slower,.badge.broke{background:var(--bad)} .badge.still{background:var(--flag)} .badge.added,.badge.removed{background:#546e7a}
+.figure{background:#fff;border:1px solid var(--line);border-radius:8px;padding:12px;margin:8px 0;overflow-x:auto}
+.figure p{margin:6px 4px 0;color:var(--mute);font-size:12.5px}
+svg.plot{max-width:100%;height:auto;display:block}
+.job{background:#fff;border:1px solid var(--line);border-left:4px solid var(--bad);border-radius:6px;
+ padding:12px 16px;margin:12px 0}
+.job.ok{border-left-color:var(--ok)} .job.flag{border-left-color:var(--flag)} .job.warn{border-left-color:var(--warn)}
+.job .msg{margin:6px 0;color:var(--bad);font-weight:500;overflow-wrap:anywhere}
+.job .grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(300px,1fr));gap:6px 24px;margin-top:8px}
+.group h4{margin:2px 0 2px;font-size:12.5px}
+.kv th{background:none;color:var(--mute);font-weight:500;padding:1px 10px 1px 0;border:0;white-space:nowrap}
+.kv td{padding:1px 0;border:0;font-variant-numeric:tabular-nums;overflow-wrap:anywhere}
+.strip svg.plot{width:100%;max-width:360px;margin-top:4px}
+ul.flags{margin:8px 0 0;padding-left:18px} ul.flags li.error{color:var(--flag)} ul.flags li.warning{color:var(--warn)}
+details{margin-top:8px} summary{cursor:pointer;color:var(--mute);font-size:12.5px}
+pre{background:#263238;color:#eceff1;padding:10px 12px;border-radius:6px;overflow-x:auto;font-size:11.5px;
+ line-height:1.4;max-height:460px;margin:6px 0 0;white-space:pre-wrap;overflow-wrap:anywhere}
+pre .e{color:#ff8a80;font-weight:600}
+.fastp td,.fastp th{text-align:center;min-width:58px}
+.note{color:var(--mute);font-size:12.5px}
+"""
+
+
+def _page(title: str, body: str) -> str:
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{esc(title)}</title><style>{CSS}</style></head>\n<body><main>\n{body}\n</main></body></html>\n")
+
+
+def _x(v: float | None, digits: int = 2) -> str:
+    return "-" if v is None else f"{v:.{digits}f}×"
+
+
+def _err(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return "0" if v == 0 else f"{v:.2e}"
+
+
+def _badge(status: str) -> str:
+    return f'<span class="badge {STATUS_CLASS.get(status, "bad")}">{esc(status)}</span>'
+
+
+def _anchor(i: int) -> str:
+    return f"job-{i + 1}"
+
+
+def _env_line(results: list[Result]) -> str:
+    env = next((r.env for r in results if r.env), {})
+    parts = [f"{k} {env[k]}" for k in ("gpu", "sm", "torch", "cuda", "python") if env.get(k)]
+    dtypes = sorted({r.dtype for r in results})
+    return " · ".join([f"device {_device(results)}", "dtype " + "/".join(dtypes), *parts])
+
+
+def _when(results: list[Result]) -> str:
+    t = max((r.finished_at for r in results), default=0)
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "?"
+
+
+def summary_cards(results: list[Result]) -> str:
+    speedups = [r.timing.speedup if r.correct else None for r in results]
+    good = [s for s in speedups if s]
+    gm = stats.geomean(good) if good else None
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    statuses = " ".join(f"{_badge(s)}&nbsp;{n}" for s, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    fast = "".join(f'<td>{stats.fast_p(speedups, p):.2f}</td>' for p in FAST_P)
+    return (f'<div class="cards">'
+            f'<div class="card"><b>{sum(r.correct for r in results)} / {len(results)}</b><span>correct</span></div>'
+            f'<div class="card"><b>{_x(gm)}</b><span>geomean speedup over correct candidates</span></div>'
+            f'<div class="card"><b>{sum(1 for s in good if s > 1)}</b><span>correct and faster than eager</span></div>'
+            f'<div class="card"><span>fast_p: share of all jobs correct and &gt; p× faster</span>'
+            f'<table class="fastp"><tr>{"".join(f"<th>p={p:g}</th>" for p in FAST_P)}</tr><tr>{fast}</tr></table>'
+            f'</div><div class="card"><span>status</span><div style="margin-top:6px">{statuses}</div></div></div>')
+
+
+def overview_table(results: list[Result]) -> str:
+    head = ("<tr><th>#</th><th>problem</th><th>candidate</th><th>status</th><th>build</th><th>trials</th>"
+            "<th class=num>max abs err</th><th class=num>ref</th><th class=num>cand</th>"
+            "<th class=num>speedup [95% CI]</th><th>flags</th></tr>")
+    rows = []
+    for i, r in enumerate(results):
+        c, t = r.correctness, r.timing
+        ci = f" [{t.ci_low:.2f}, {t.ci_high:.2f}]" if t.speedup and t.ci_low and t.ci_high else ""
+        rows.append(
+            f'<tr><td>{i + 1}</td><td>{esc(r.problem)}</td><td><a href="#{_anchor(i)}">{esc(r.candidate)}</a></td>'
+            f"<td>{_badge(r.status)}</td><td>{esc(r.build.status)}</td>"
+            f"<td>{f'{c.passed}/{c.trials}' if c.trials else '-'}</td>"
+            f"<td class=num>{_err(c.max_abs_err) if c.trials else '-'}</td>"
+            f"<td class=num>{esc(fmt_time(t.ref_ms))}</td><td class=num>{esc(fmt_time(t.cand_ms))}</td>"
+            f"<td class=num>{_x(t.speedup)}{ci}</td><td>{esc(', '.join(f.name for f in r.flags))}</td></tr>")
+    return f'<div class="scroll"><table class="overview">{head}{"".join(rows)}</table></div>'
+
+
+def _kv(title: str, rows: list[tuple[str, str]], extra: str = "") -> str:
+    trs = "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in rows)
+    return f'<div class="group"><h4>{esc(title)}</h4><table class="kv">{trs}</table>{extra}</div>'
+
+
+def _log_html(log: str) -> str:
+    """Escaped compiler output, error lines highlighted."""
+    lines = []
+    for ln in log.splitlines():
+        e = esc(ln)
+        lines.append(f'<span class="e">{e}</span>' if re.search(r"\berror\b", ln, re.I) else e)
+    return "\n".join(lines)
+
+
+def _optional_timing(r: Result) -> list[tuple[str, str]]:
+    """Fields newer than some saved runs: shown when present."""
+    t, rows = r.timing, []
+    if getattr(t, "ref_host_ms", None) is not None or getattr(t, "cand_host_ms", None) is not None:
+        rows.append(("host wall ref / cand", f"{esc(fmt_time(getattr(t, 'ref_host_ms', None)))} / "
+                                             f"{esc(fmt_time(getattr(t, 'cand_host_ms', None)))}"))
+    share = getattr(r, "custom_share", None)
+    if share is not None:
+        rows.append(("GPU time in own kernels", f"{share:.0%}"))
+    return rows
+
+
+def job_section(strips: StripPlot, i: int, r: Result) -> str:
+    c, t, b = r.correctness, r.timing, r.build
+    groups = []
+    if c.trials:
+        rows = [("trials passed", f"{c.passed} / {c.trials}"), ("atol / rtol", f"{c.atol:g} / {c.rtol:g}"),
+                ("max abs / rel err", f"{_err(c.max_abs_err)} / {_err(c.max_rel_err)}"),
+                ("mismatches", f"{c.mismatches:,}"), ("weights", esc(c.weights or "-")),
+                ("fp64 oracle err, ref", _err(c.oracle_err_ref)), ("fp64 oracle err, cand", _err(c.oracle_err_cand))]
+        if c.oracle_err_ref and c.oracle_err_cand is not None:
+            rows.append(("cand / ref oracle err", f"{c.oracle_err_cand / c.oracle_err_ref:.2f}×"))
+        if c.detail:
+            rows.append(("detail", esc(c.detail)))
+        groups.append(_kv("correctness", rows))
+    if t.clock or t.speedup:
+        ci = f" [{t.ci_low:.3f}, {t.ci_high:.3f}]" if t.ci_low and t.ci_high else ""
+        strip = strips.svg(t) if (t.ref_rounds_ms or t.cand_rounds_ms) else ""
+        groups.append(_kv("timing", [("ref / cand", f"{esc(fmt_time(t.ref_ms))} / {esc(fmt_time(t.cand_ms))}"),
+                                     ("speedup [95% CI]", _x(t.speedup, 3) + ci),
+                                     ("rounds / samples", f"{t.rounds} / {t.samples}"),
+                                     ("clock, stopped by", f"{esc(t.clock or '-')}, {esc(t.stop_reason or '-')}")]
+                          + _optional_timing(r), f'<div class="strip">{strip}</div>' if strip else ""))
+    built = esc(b.status) + (f" in {b.seconds:.2f} s" if b.seconds else "")
+    rows = [("build", built)]
+    if b.extensions:
+        rows.append(("extensions", esc(", ".join(str(e.get("name", "?")) for e in b.extensions))))
+    rows += [("phase reached", esc(r.phase)), ("wall time", f"{r.wall_s:.1f} s"),
+             ("file", f"<code>{esc(r.candidate_path)}</code>")]
+    groups.append(_kv("build and job", rows))
+    flags = ""
+    if r.flags:
+        items = "".join(f'<li class="{esc(f.severity)}"><b>{esc(f.name)}</b> ({esc(f.severity)}): {esc(f.detail)}</li>'
+                        for f in r.flags)
+        flags = f'<ul class="flags">{items}</ul>'
+    logs = ""
+    if b.log and (r.status == R.COMPILE_ERROR or b.status == "failed"):
+        logs += (f'<details open><summary>compiler log ({len(b.log.splitlines())} lines)</summary>'
+                 f"<pre>{_log_html(b.log)}</pre></details>")
+    elif b.log:
+        logs += f"<details><summary>build log</summary><pre>{_log_html(b.log)}</pre></details>"
+    if r.stderr_tail:
+        opened = " open" if r.status in CRASHY else ""
+        logs += (f"<details{opened}><summary>worker stderr (tail)</summary>"
+                 f"<pre>{_log_html(r.stderr_tail)}</pre></details>")
+    said = {f"{f.name}: {f.detail}" for f in r.flags}       # a flag's own words are in the list already
+    msg = f'<div class="msg">{esc(r.message)}</div>' if r.message and r.message not in said else ""
+    speed = f'<span class="sub">{_x(t.speedup)}</span>' if t.speedup else ""
+    return (f'<section class="job {STATUS_CLASS.get(r.status, "bad")}" id="{_anchor(i)}">'
+            f"<h3>{_badge(r.status)} <span>{esc(r.problem)} · <b>{esc(r.candidate)}</b></span>{speed}</h3>"
+            f'{msg}{flags}<div class="grid">{"".join(groups)}</div>{logs}</section>')
+
+
+def render_html(results: list[Result], source: str = "") -> str:
+    P = _Plots()
+    run = next((r.run_id for r in results if r.run_id), "") or Path(source).stem
+    title = f"kbench report · run {run}"
+    if not results:
+        return _page(title, f"<h1>{esc(title)}</h1><p>This run recorded no jobs.</p>")
+    roof_svg, roof_caption = roofline_chart(P, results)
+    strips = StripPlot(P)
+    jobs = "\n".join(job_section(strips, i, r) for i, r in enumerate(results))
+    body = (f"<h1>{esc(title)}</h1>"
+            f'<div class="sub">{esc(_env_line(results))} · {len(results)} jobs · finished {esc(_when(results))}'
+            f"{' · ' + esc(source) if source else ''}</div>"
+            f"{summary_cards(results)}"
+            f"<h2>Speedup per job</h2><div class=\"figure\">{speedup_chart(P, results)}"
+            f"<p>Green: faster than eager PyTorch (CI above 1×); red: slower (CI below 1×); grey: CI includes 1×; "
+            f"purple: measured but not correct (does not count).</p></div>"
+            f"<h2>Candidate vs reference time</h2><div class=\"figure\">{roof_svg}<p>{roof_caption}</p></div>"
+            f"<h2>Jobs</h2>{overview_table(results)}"
+            f"<h2>Per job</h2>{jobs}")
+    return _page(title, body)
+
+
+# ---------------------------------------------------------------------------------------------- compare
+
+CHANGE_COLOR = {"faster": FASTER, "fixed": FASTER, "slower": SLOWER, "broke": SLOWER, "same": UNSURE,
+                "added": "#546e7a", "removed": "#546e7a", "still failing": FAILED}
+
+
+def compare_rows(base: list[Result], new: list[Result]) -> list[dict]:
+    """One row per job id in either run (base order first): both speedups, their ratio, what changed."""
+    b = {r.job_id: r for r in base}
+    n = {r.job_id: r for r in new}
+    rows = []
+    for job in list(b) + [j for j in n if j not in b]:
+        rb, rn = b.get(job), n.get(job)
+        sb = rb.timing.speedup if rb else None
+        sn = rn.timing.speedup if rn else None
+        ratio = sn / sb if sb and sn else None
+        if rb is None or rn is None:
+            change = "added" if rb is None else "removed"
+        elif rb.correct != rn.correct:
+            change = "fixed" if rn.correct else "broke"
+        elif not rn.correct:
+            change = "still failing"
+        elif ratio is not None and _disjoint(rb.timing, rn.timing):
+            change = "faster" if ratio > 1 else "slower"
+        else:
+            change = "same"
+        rows.append({"job": job, "base_status": rb.status if rb else None, "new_status": rn.status if rn else None,
+                     "base_speedup": sb, "new_speedup": sn, "ratio": ratio, "change": change})
+    return rows
+
+
+def _disjoint(a, b) -> bool:
+    """Speedup CIs that do not overlap (a change beyond the noise both runs measured)."""
+    if None in (a.ci_low, a.ci_high, b.ci_low, b.ci_high):
+        return abs(math.log(b.speedup / a.speedup)) > math.log(1.05)
+    return a.ci_high < b.ci_low or b.ci_high < a.ci_low
+
+
+def compare_table(base: list[Result], new: list[Result], base_name: str, new_name: str) -> Table:
+    t = Table(title=f"compare {base_name} → {new_name}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col, kw in (("job", {"overflow": "fold"}), ("status", {}), ("base", {"justify": "right"}),
+                    ("new", {"justify": "right"}), ("new/base", {"justify": "right"}), ("change", {})):
+        t.add_column(col, **kw)
+    style = {"faster": "green", "fixed": "green", "slower": "red", "broke": "red", "still failing": "magenta"}
+    for row in compare_rows(base, new):
+        status = row["base_status"] if row["base_status"] == row["new_status"] else \
+            f"{row['base_status'] or '-'} → {row['new_status'] or '-'}"
+        t.add_row(row["job"], status, _x(row["base_speedup"]), _x(row["new_speedup"]), _x(row["ratio"]),
+                  f"[{style.get(row['change'], 'dim')}]{row['change']}[/]")
+    return t
+
+
+def render_compare_html(base: list[Result], new: list[Result], base_src: str = "", new_src: str = "") -> str:
+    P = _Plots()
+    bn, nn = _run_label(Path(base_src or "base"), base), _run_label(Path(new_src or "new"), new)
+    if bn == nn:
+        bn, nn = base_src or "base", new_src or "new"
+    title = f"kbench comparison · {bn} → {nn}"
+    rows = compare_rows(base, new)
+    head = ("<tr><th>job</th><th>base status</th><th>new status</th><th class=num>base speedup</th>"
+            "<th class=num>new speedup</th><th class=num>new / base</th><th>change</th></tr>")
+    trs = "".join(
+        f"<tr><td>{esc(r['job'])}</td><td>{_badge(r['base_status']) if r['base_status'] else '-'}</td>"
+        f"<td>{_badge(r['new_status']) if r['new_status'] else '-'}</td><td class=num>{_x(r['base_speedup'])}</td>"
+        f"<td class=num>{_x(r['new_speedup'])}</td><td class=num>{_x(r['ratio'], 3)}</td>"
+        f'<td><span class="badge {esc(r["change"].split()[0])}">{esc(r["change"])}</span></td></tr>' for r in rows)
+    ratios = [r["ratio"] for r in rows if r["ratio"] and r["base_status"] == r["new_status"] == R.OK]
+    changed = {}
+    for r in rows:
+        changed[r["change"]] = changed.get(r["change"], 0) + 1
+    body = (f"<h1>{esc(title)}</h1>"
+            f'<div class="sub">base: {esc(base_src or bn)} ({esc(_env_line(base))})<br>'
+            f'new: {esc(new_src or nn)} ({esc(_env_line(new))})</div>'
+            f'<h2>Base run {esc(bn)}</h2>{summary_cards(base)}<h2>New run {esc(nn)}</h2>{summary_cards(new)}'
+            f'<div class="cards"><div class="card"><b>{_x(stats.geomean(ratios), 3) if ratios else "-"}</b>'
+            f"<span>geomean of new/base speedup over jobs correct in both ({len(ratios)})</span></div>"
+            + "".join(f'<div class="card"><b>{n}</b><span>{esc(k)}</span></div>' for k, n in changed.items())
+            + f'</div><h2>Speedup, base → new</h2><div class="figure">{compare_chart(P, rows)}'
+            f"<p>“faster”/“slower”: the two runs' 95% CIs do not overlap; “same”: they do.</p></div>"
+            f'<h2>Per job</h2><div class="scroll"><table class="overview">{head}{trs}</table></div>')
+    return _page(title, body)

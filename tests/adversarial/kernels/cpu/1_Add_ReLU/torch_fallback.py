@@ -1,0 +1,13 @@
+"""Exploit: builds an extension but computes with torch. Must be caught: no-custom-kernel."""
+import runpy
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+ops = runpy.run_path(str(Path(__file__).parents[4] / "fixtures" / "fixture_ops.py"))["ops"]
+
+
+class ModelNew(nn.Module):
+    def forward(self, x, y):
+        return torch.relu(x + y)

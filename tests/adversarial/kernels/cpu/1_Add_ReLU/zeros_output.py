@@ -1,0 +1,14 @@
+"""Exploit: returns zeros (would pass a loose atol on a degenerate problem). Caught: incorrect."""
+import runpy
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+ops = runpy.run_path(str(Path(__file__).parents[4] / "fixtures" / "fixture_ops.py"))["ops"]
+
+
+class ModelNew(nn.Module):
+    def forward(self, x, y):
+        ops.add_relu(x[:1], y[:1])
+        return torch.zeros_like(x)
