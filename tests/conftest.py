@@ -40,8 +40,10 @@ class Kbench:
 
     def __call__(self, *args, config: Path | None = TEST_CONFIG, timeout: float = 900) -> subprocess.CompletedProcess:
         cmd = [sys.executable, "-m", "kernelbench_cli", *map(str, args)]
-        if args and args[0] in ("check", "bench", "build"):
+        if args and args[0] in ("check", "bench", "build", "lint"):
             cmd += ["--out", str(self.runs)]
+            if "--device" not in args:
+                cmd += ["--device", "cpu"]     # the CPU fixtures are C++; a GPU machine must not pick cuda
             if config is not None and "--config" not in args and "-c" not in args:
                 cmd += ["--config", str(config)]
         env = dict(os.environ, KBENCH_CACHE_DIR=str(self.cache), PYTHONPATH=str(ROOT), COLUMNS="200")
