@@ -17,7 +17,7 @@ from .catalog import Catalog, read_candidate
 from .config import load_config
 from .errors import InputError
 from .executor import execute, plan
-from .executor import lint as run_lint
+from .executor import run_reference_only
 from .report import render, to_json
 from .results import RunStore
 
@@ -30,14 +30,18 @@ DeviceOpt = typer.Option(None, "--device", help="auto | cuda | cpu (default: the
 JsonOpt = typer.Option(False, "--json", help="Print results as JSON on stdout (tables go to stderr).")
 OutOpt = typer.Option(None, "--out", help="Runs folder (default: the config's paths.runs, ./runs).")
 SetOpt = typer.Option([], "--set", help="Override any config key, e.g. --set timing.budget_s=5.")
+BaselinesOpt = typer.Option(None, "--baselines", help="Comma list: eager (always), compile (torch.compile "
+                                                      "of the reference; compile time excluded and reported).")
 TauOpt = typer.Option(None, "--tau", help="Regression threshold (default: the config's compare.tau).")
 JunitOpt = typer.Option(None, "--junit", help="Write a JUnit XML report (one testcase per job) to FILE.")
 MarkdownOpt = typer.Option(None, "--markdown", help="Write a markdown summary to FILE (and append it to "
                                                     "$GITHUB_STEP_SUMMARY when set).")
 
 
-def _setup(config, device, out, sets):
-    cfg = load_config(config, overrides={"device": device, "paths.runs": out and str(out)}, sets=sets)
+def _setup(config, device, out, sets, baselines: str | None = None):
+    overrides = {"device": device, "paths.runs": out and str(out),
+                 "baselines": baselines and [b.strip() for b in baselines.split(",")]}
+    cfg = load_config(config, overrides=overrides, sets=sets)
     return cfg, resolve_device(cfg.device), Catalog(Path(cfg.paths.problems), Path(cfg.paths.kernels))
 
 
@@ -75,9 +79,10 @@ def check(problem: str = typer.Argument(..., help="Path, stem (56_Matmul_Sigmoid
           kernel: List[Path] = typer.Option([], "--kernel", "-k", help="Candidate file(s); default: all of "
                                                                       "the problem's candidates."),
           config: Optional[Path] = ConfigOpt, device: Optional[str] = DeviceOpt, json: bool = JsonOpt,
-          out: Optional[Path] = OutOpt, set_: List[str] = typer.Option([], "--set", help=SetOpt.help)):
+          out: Optional[Path] = OutOpt, set_: List[str] = typer.Option([], "--set", help=SetOpt.help),
+          baselines: Optional[str] = BaselinesOpt):
     """Build, verify and time the candidates of one problem."""
-    cfg, dev, catalog = _setup(config, device, out, set_)
+    cfg, dev, catalog = _setup(config, device, out, set_, baselines)
     prob = catalog.resolve(problem)
     for k in kernel:
         cand = read_candidate(k)
@@ -104,6 +109,7 @@ def _select(catalog, problems: list[str], all_: bool):
 def bench(problems: List[str] = typer.Argument(None, help="Problems to run (or --all)."),
           all_: bool = typer.Option(False, "--all", help="Every problem under paths.problems."),
           config: Optional[Path] = ConfigOpt, device: Optional[str] = DeviceOpt, json: bool = JsonOpt,
+          baselines: Optional[str] = BaselinesOpt,
           out: Optional[Path] = OutOpt, set_: List[str] = typer.Option([], "--set", help=SetOpt.help),
           html: Optional[Path] = typer.Option(None, "--html", help="Also write a self-contained HTML report."),
           baseline: Optional[str] = typer.Option(None, "--baseline", help="auto | FILE: compare the run with the "
@@ -114,7 +120,7 @@ def bench(problems: List[str] = typer.Argument(None, help="Problems to run (or -
           resume: Optional[str] = typer.Option(None, "--resume", help="Run id or directory: skip the jobs it has "
                                                "recorded, append the rest to it.")):
     """Run every candidate of the selected problems on the device."""
-    cfg, dev, catalog = _setup(config, device, out, set_)
+    cfg, dev, catalog = _setup(config, device, out, set_, baselines)
     jobs, skipped = plan(catalog, _select(catalog, problems or [], all_), [], dev)
     if baseline or fail_on_regression or junit or markdown or resume or tau is not None:
         from .gate import bench_gate
@@ -147,7 +153,7 @@ def lint(problems: List[str] = typer.Argument(None, help="Problems to lint (or -
     """Flag degenerate problems: all-zeros or a constant passes, or the output ignores the inputs."""
     cfg, dev, catalog = _setup(config, device, out, set_)
     store = RunStore(Path(cfg.paths.runs))
-    results = run_lint(_select(catalog, problems or [], all_), cfg, dev, store, err)
+    results = run_reference_only("lint", _select(catalog, problems or [], all_), cfg, dev, store, err)
     t = Table(title=f"lint · {dev} · run {store.run_id}", title_justify="left")
     for col in ("problem", "verdict", "detail"):
         t.add_column(col, overflow="fold")
@@ -169,6 +175,25 @@ def report(runs: List[str] = typer.Argument(..., help="RUN (a run id under paths
     from .html_report import report_command
     cfg = load_config(config, overrides={"paths.runs": out and str(out)})
     report_command(runs, Path(cfg.paths.runs), html, Console(), err)
+
+
+@app.command()
+def calibrate(config: Optional[Path] = ConfigOpt, device: Optional[str] = DeviceOpt,
+              out: Optional[Path] = OutOpt, set_: List[str] = typer.Option([], "--set", help=SetOpt.help)):
+    """Measure this device's ceilings (copy bandwidth, matmul rate per dtype) for the roofline; cached."""
+    cfg, dev, _ = _setup(config, device, out, set_)
+    result = run_reference_only("calibrate", [None], cfg, dev, RunStore(Path(cfg.paths.runs)), err)[0]
+    if result.status != R.OK:
+        err.print(f"calibration failed: {result.status}: {result.message}\n{result.stderr_tail}", markup=False)
+        raise typer.Exit(1)
+    c = result.roofline
+    t = Table(title=f"ceilings · {c['device']} · saved to {result.message}", title_justify="left")
+    t.add_column("ceiling")
+    t.add_column("measured", justify="right")
+    t.add_row("copy bandwidth (read + write)", f"{c['copy_gbps']:.0f} GB/s")
+    for dtype, rate in c["matmul_tflops"].items():
+        t.add_row(f"matmul {dtype}", f"{rate:.3g} TFLOP/s")
+    Console().print(t)
 
 
 @app.command("list")

@@ -54,6 +54,7 @@ class Paths:
     problems: str = "problems"
     kernels: str = "kernels"
     runs: str = "runs"
+    ceilings: str = "~/.cache/kbench/ceilings"   # device ceilings measured by `kbench calibrate`
     baselines: str = "results/baselines"   # baseline files for `kbench compare` / `bench --baseline auto`
 
 
@@ -71,6 +72,9 @@ class Config:
     seed: int = 1234
     # atol and rtol per dtype; a problem's TOLERANCE constant overrides these
     tolerances: dict = field(default_factory=lambda: {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2})
+    baselines: list = field(default_factory=lambda: ["eager"], metadata={"items": ("eager", "compile")})
+    #                                what the candidate is timed against: eager always; compile = torch.compile
+    #                                of the reference (its compile time is excluded and reported)
     precision_factor: float = 4.0  # flag 'precision' when the candidate's fp64-oracle error is this many
     #                                times the reference's (and above a few ulps of the dtype)
     timing: TimingConfig = field(default_factory=TimingConfig)
@@ -89,6 +93,11 @@ def _check_value(where: str, key: str, value: Any, typ: Any, f: dataclasses.Fiel
         raise InputError(f"{where}: {key}: {value!r} is not allowed; use one of {', '.join(map(str, choices))}")
     if typ is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
+    if typ is list:
+        items = f.metadata.get("items", ())
+        if not isinstance(value, list) or any(v not in items for v in value):
+            raise InputError(f"{where}: {key}: {value!r} is not allowed; use a list of {', '.join(items)}")
+        return value
     if typ is dict:
         if not isinstance(value, dict):
             raise InputError(f"{where}: {key}: expected a mapping, got {value!r}")
@@ -124,6 +133,8 @@ def _validate(cfg: Config, where: str) -> None:
             raise InputError(f"{where}: tolerances.{dtype}: unknown dtype; use float32, float16 or bfloat16")
         if not isinstance(tol, (int, float)) or tol <= 0:
             raise InputError(f"{where}: tolerances.{dtype}: expected a positive number, got {tol!r}")
+    if "eager" not in cfg.baselines:
+        raise InputError(f"{where}: baselines: must include eager (speedups are always reported against it)")
     if cfg.trials < 1:
         raise InputError(f"{where}: trials: must be >= 1, got {cfg.trials}")
     t = cfg.timing

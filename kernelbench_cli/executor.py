@@ -39,16 +39,19 @@ def plan(catalog: Catalog, problems: list[Problem], kernels: list[Path], device:
     return jobs, skipped
 
 
-def lint(problems: list[Problem], cfg, device: str, store: RunStore, console: Console) -> list[Result]:
-    """Run each problem's reference (no candidate) in a worker and check it is not degenerate."""
+def run_reference_only(mode: str, problems: list[Problem | None], cfg, device: str, store: RunStore,
+                       console: Console) -> list[Result]:
+    """Worker jobs without a candidate: "lint" runs each problem's reference; "calibrate" (problem None)
+    measures the device's ceilings."""
     env = build_env(cfg, device, 1)
     results = []
     with _progress(console) as progress:
-        task = progress.add_task("lint", total=len(problems), current="")
+        task = progress.add_task(mode, total=len(problems), current="")
         for i, problem in enumerate(problems):
+            problem = problem or Problem(Path(""), "device", device)
             progress.update(task, current=problem.key)
-            spec = dict(Job(problem, Candidate(Path(""), "(reference)", "torch")).spec(cfg, device), mode="lint")
-            result = run_isolated(spec, store.dir / "work", f"lint-{i}", cfg.timeouts.run_s, env)
+            spec = dict(Job(problem, Candidate(Path(""), f"({mode})", "torch")).spec(cfg, device), mode=mode)
+            result = run_isolated(spec, store.dir / "work", f"{mode}-{i}", cfg.timeouts.run_s, env)
             store.append(result)
             results.append(result)
             progress.update(task, advance=1)

@@ -67,17 +67,38 @@ def summary_line(results: list[Result]) -> str:
 def table(results: list[Result], title: str) -> Table:
     t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     right = {"justify": "right"}
-    for col, kw in (("problem", {"overflow": "fold"}), ("candidate", {"overflow": "fold"}), ("build", {}),
-                    ("correct", {}), ("max err", right), ("ref", right), ("cand", right),
-                    ("speedup [95% CI]", right), ("custom", right), ("flags", {})):
+    with_compile = any("compile" in r.baselines for r in results)
+    columns = [("problem", {"overflow": "fold"}), ("candidate", {"overflow": "fold"}), ("build", {}),
+               ("correct", {}), ("max err", right), ("ref", right), ("cand", right),
+               ("speedup [95% CI]", right)] + ([("vs compile", right)] if with_compile else []) + \
+              [("custom", right), ("SOL", right), ("flags", {})]
+    for col, kw in columns:
         t.add_column(col, **kw)
     for r in results:
         c = r.correctness
-        t.add_row(r.problem, r.candidate, fmt_build(r), fmt_correct(r),
-                  f"{c.max_abs_err:.1e}" if c.trials else "-", fmt_time(r.timing.ref_ms),
-                  fmt_time(r.timing.cand_ms), fmt_speedup(r),
-                  "-" if r.custom_share is None else f"{r.custom_share:.0%}", fmt_flags(r))
+        row = [r.problem, r.candidate, fmt_build(r), fmt_correct(r), f"{c.max_abs_err:.1e}" if c.trials else "-",
+               fmt_time(r.timing.ref_ms), fmt_time(r.timing.cand_ms), fmt_speedup(r)]
+        if with_compile:
+            comp = r.baselines.get("compile")
+            row.append(f"{comp['speedup']:.2f}× [{comp['ci_low']:.2f}, {comp['ci_high']:.2f}]" if comp else "-")
+        row += ["-" if r.custom_share is None else f"{r.custom_share:.0%}",
+                f"{r.roofline['sol']:.0%}" if r.roofline.get("sol") else "-", fmt_flags(r)]
+        t.add_row(*row)
     return t
+
+
+def host_note(r: Result) -> str | None:
+    """Synchronised host time per call, when it differs materially from device time (launch-bound code)."""
+    t = r.timing
+    if t.cand_host_ms is None or t.cand_ms is None or t.clock != "cuda-events":
+        return None
+    if t.cand_host_ms > HOST_DEVICE_RATIO * t.cand_ms or t.ref_host_ms > HOST_DEVICE_RATIO * t.ref_ms:
+        return (f"host time per call (synchronised): ref {fmt_time(t.ref_host_ms)}, cand {fmt_time(t.cand_host_ms)} "
+                f"vs device {fmt_time(t.ref_ms)}, {fmt_time(t.cand_ms)}")
+    return None
+
+
+HOST_DEVICE_RATIO = 1.5
 
 
 def render(results: list[Result], console: Console, title: str) -> None:
@@ -85,6 +106,9 @@ def render(results: list[Result], console: Console, title: str) -> None:
     for r in results:
         if r.status != R.OK and r.message:
             console.print(f"[red]✗[/] {r.problem}::{r.candidate}: {r.status}: {r.message}", highlight=False)
+        note = host_note(r) if r.correct else None
+        if note:
+            console.print(f"[dim]·[/] {r.problem}::{r.candidate}: {note}", highlight=False)
         for f in r.flags:
             if f.severity == "warning":
                 console.print(f"[yellow]![/] {r.problem}::{r.candidate}: {f.name}: {f.detail}", highlight=False)

@@ -72,6 +72,7 @@ class Timing:
     ref_rounds_ms: list = field(default_factory=list)    # per-round medians, for later statistics
     cand_rounds_ms: list = field(default_factory=list)
     stop_reason: str = ""       # ci-target | budget | max-rounds
+    throttled_rounds: int = 0   # rounds dropped because NVML reported power/thermal throttling
     ref_host_ms: float | None = None    # synchronised wall time per call (launch overhead, side streams)
     cand_host_ms: float | None = None
 
@@ -91,6 +92,8 @@ class Result:
     timing: Timing = field(default_factory=Timing)
     flags: list = field(default_factory=list)            # [Flag]
     custom_share: float | None = None   # CUDA: share of the forward's GPU kernel time in the candidate's kernels
+    roofline: dict = field(default_factory=dict)   # flops, bytes, floor_ms, bound, sol (floor / candidate time)
+    baselines: dict = field(default_factory=dict)  # "compile": {compile_s, ref_ms, cand_ms, speedup, ci_low, ci_high}
     env: dict = field(default_factory=dict)              # gpu, torch, cuda versions
     stderr_tail: str = ""
     wall_s: float = 0.0

@@ -86,31 +86,27 @@ class Sampler:
             n += 1
 
 
-def measure(ref, cand, input_sets, cfg, device: str) -> Timing:
-    """cfg is the TimingConfig. Both callables are run under no_grad by the caller."""
+def measure(ref, cand, input_sets, cfg, device: str, throttled=None) -> Timing:
+    """cfg is the TimingConfig. Both callables are run under no_grad by the caller. `throttled()`, when
+    given, says whether the GPU is being slowed by power or heat; such rounds are dropped and counted."""
     sampler = Sampler(device, cfg)
     sampler.warmup(ref, input_sets, cfg.warmup_calls, cfg.warmup_ms)
     sampler.warmup(cand, input_sets, cfg.warmup_calls, cfg.warmup_ms)
     timing = Timing(clock=sampler.clock)
-    ref_all, cand_all, ratios = [], [], []
+    rounds = []           # (ref samples, cand samples, throttled)
     deadline = time.perf_counter() + cfg.budget_s
     n = cfg.samples_per_round
     for r in range(cfg.max_rounds):
         sides = [("ref", ref), ("cand", cand)]
         if r % 2:
             sides.reverse()      # A B, B A: drift within a round hits both sides equally
-        medians = {}
-        for name, fn in sides:
-            samples = sampler.sample(fn, input_sets, n, offset=r * n, refresh=cfg.refresh_inputs)
-            (ref_all if name == "ref" else cand_all).extend(samples)
-            medians[name] = stats.median(samples)
-        timing.ref_rounds_ms.append(medians["ref"])
-        timing.cand_rounds_ms.append(medians["cand"])
-        ratios.append(medians["ref"] / max(medians["cand"], 1e-9))
+        got = {name: sampler.sample(fn, input_sets, n, offset=r * n, refresh=cfg.refresh_inputs)
+               for name, fn in sides}
+        rounds.append((got["ref"], got["cand"], throttled is not None and throttled()))
+        ratios = [stats.median(a) / max(stats.median(b), 1e-9) for a, b, hot in rounds if not hot]
         if len(ratios) >= cfg.min_rounds:
             lo, hi = stats.bootstrap_geomean_ci(ratios, cfg.bootstrap)
-            mid = stats.geomean(ratios)
-            if (hi - lo) / 2 / mid <= cfg.ci_target:
+            if (hi - lo) / 2 / stats.geomean(ratios) <= cfg.ci_target:
                 timing.stop_reason = "ci-target"
                 break
             if time.perf_counter() > deadline:
@@ -118,10 +114,15 @@ def measure(ref, cand, input_sets, cfg, device: str) -> Timing:
                 break
     else:
         timing.stop_reason = "max-rounds"
-    timing.rounds = len(ratios)
-    timing.samples = len(ref_all) + len(cand_all)
-    timing.ref_ms = stats.median(ref_all)
-    timing.cand_ms = stats.median(cand_all)
+    kept = [rd for rd in rounds if not rd[2]] or rounds     # all throttled: keep them rather than nothing
+    timing.throttled_rounds = sum(rd[2] for rd in rounds)
+    timing.ref_rounds_ms = [stats.median(a) for a, _, _ in kept]
+    timing.cand_rounds_ms = [stats.median(b) for _, b, _ in kept]
+    ratios = [a / max(b, 1e-9) for a, b in zip(timing.ref_rounds_ms, timing.cand_rounds_ms)]
+    timing.rounds = len(kept)
+    timing.samples = sum(len(a) + len(b) for a, b, _ in kept)
+    timing.ref_ms = stats.median([x for a, _, _ in kept for x in a])
+    timing.cand_ms = stats.median([x for _, b, _ in kept for x in b])
     timing.speedup = stats.geomean(ratios)
     timing.ci_low, timing.ci_high = stats.bootstrap_geomean_ci(ratios, cfg.bootstrap)
     host_n = max(3, min(2 * n, 10))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import faulthandler
 import json
 import os
-import platform
 import sys
 import time
 import traceback
@@ -19,9 +18,10 @@ from pathlib import Path
 
 import torch
 
-from . import integrity
+from . import integrity, roofline
 from . import results as R
 from .config import config_from_dict
+from .environment import Nvml, environment
 from .correctness import (DTYPES, Flags, construct, degenerate_reason, make_inputs, maybe_flag, recheck_timed_inputs,
                           run_trials, share_weights, tf32_off)
 from .loading import BuildFailed, BuildInterceptor, import_file
@@ -38,18 +38,6 @@ def one_line(e: BaseException) -> str:
 
 def failure_status(e: BaseException) -> str:
     return R.CUDA_ERROR if "CUDA error" in str(e) or type(e).__name__ == "AcceleratorError" else R.RUNTIME_ERROR
-
-
-def environment(device: str) -> dict:
-    env = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
-           "machine": platform.machine()}
-    if device == "cuda":
-        props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        env.update(gpu=props.name, sm=f"{props.major}.{props.minor}", sms=props.multi_processor_count,
-                   arch_list=os.environ.get("TORCH_CUDA_ARCH_LIST"))
-    else:
-        env.update(cpu=platform.processor() or platform.machine(), threads=torch.get_num_threads())
-    return env
 
 
 def problem_tolerance(problem, cfg) -> float:
@@ -82,6 +70,8 @@ class Job:
     def run(self) -> None:
         if self.spec["mode"] == "lint":
             return self.lint()
+        if self.spec["mode"] == "calibrate":
+            return self.calibrate()
         self.save("build")
         candidate = self.import_candidate()
         if candidate is None:
@@ -139,9 +129,23 @@ class Job:
     def time_and_recheck(self, problem, ref, cand, dtype, tolerance, flags: Flags) -> None:
         cfg, device = self.cfg, self.device
         input_sets = [make_inputs(problem, cfg.seed + 1000 + i, device, dtype) for i in range(cfg.timing.input_sets)]
+        ceilings = roofline.load_ceilings(cfg.paths.ceilings, device)
+        nvml = Nvml.open() if device == "cuda" else None
+        if nvml:
+            self.result.env["gpu_before"] = nvml.state()
         with torch.no_grad(), tf32_off():
-            t = measure(ref, cand, input_sets, cfg.timing, device)
+            if ceilings:
+                work = roofline.count(ref, input_sets[0], ref(*input_sets[0]))
+                self.result.roofline = roofline.floor(work, ceilings, cfg.dtype)
+            t = measure(ref, cand, input_sets, cfg.timing, device, throttled=nvml.throttled if nvml else None)
         self.result.timing = t
+        if "compile" in cfg.baselines:
+            self.result.baselines["compile"] = self.time_against_compile(ref, cand, input_sets, nvml)
+        if nvml:
+            self.result.env["gpu_after"] = nvml.state()
+        floor_ms = self.result.roofline.get("floor_ms")
+        if floor_ms:
+            self.result.roofline["sol"] = floor_ms / t.cand_ms
         flags.add(integrity.check_timer_identity(self.timer_snapshot))
         flags.add(maybe_flag("cached-result", recheck_timed_inputs(problem, ref, cand, input_sets, cfg.seed + 2000,
                                                                    device, dtype, tolerance)))
@@ -155,12 +159,38 @@ class Job:
                 if share is not None and share < integrity.LIBRARY_SHARE_WARN:
                     flags.add(integrity.flag("library-heavy", f"{share:.0%} of GPU time in the candidate's own "
                                                               f"kernels; top: {top}"))
-        flags.add(integrity.check_suspicious_speed(t.speedup))
+        flags.add(integrity.check_suspicious_speed(t.speedup, floor_ms, t.cand_ms))
+
+    def time_against_compile(self, ref, cand, input_sets, nvml) -> dict:
+        """torch.compile of the reference as a second baseline; its compile time is reported, not timed."""
+        start = time.perf_counter()
+        compiled = torch.compile(ref)
+        with torch.no_grad(), tf32_off():
+            compiled(*input_sets[0])
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+            compile_s = time.perf_counter() - start
+            t = measure(compiled, cand, input_sets, self.cfg.timing, self.device,
+                        throttled=nvml.throttled if nvml else None)
+        return {"compile_s": round(compile_s, 2), "ref_ms": t.ref_ms, "cand_ms": t.cand_ms, "speedup": t.speedup,
+                "ci_low": t.ci_low, "ci_high": t.ci_high, "rounds": t.rounds}
 
     def set_status_from_flags(self) -> None:
         errors = [f for f in self.result.flags if f.severity == "error"]
         self.result.status = R.INTEGRITY if errors else R.OK
         self.result.message = "; ".join(f"{f.name}: {f.detail}" for f in errors)
+
+    def calibrate(self) -> None:
+        """Measure this device's ceilings once and cache them for every later job's roofline."""
+        self.result.env = environment(self.device)
+        self.save("timing")
+        ceilings = roofline.calibrate(self.device)
+        path = roofline.ceilings_path(self.cfg.paths.ceilings, self.device)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(ceilings, indent=2))
+        self.result.roofline = ceilings
+        self.result.message = str(path)
+        self.result.status = R.OK
 
     def lint(self) -> None:
         """Problem only: would zeros, a constant, or an input-independent answer pass its tolerance?"""

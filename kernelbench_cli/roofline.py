@@ -1,0 +1,99 @@
+"""Roofline: the least work a problem needs and the fastest this device could do it.
+
+FLOPs come from torch's FlopCounterMode on the reference (it counts matmuls, convolutions and attention;
+element-wise work is treated as free). Minimum bytes = inputs + parameters/buffers read once + outputs
+written once. Ceilings are measured on the device by `kbench calibrate` and cached per device name:
+copy bandwidth (bytes read + written per second of a large device copy) and matmul rate per dtype.
+The floor time is the larger of FLOPs / rate and bytes / bandwidth; "% of speed of light" = floor / time.
+
+For float32 the matmul ceiling is the larger of plain fp32 and a third of the TF32 rate: split-precision
+3xTF32 kernels reach fp32 accuracy on tensor cores, so the plain fp32 rate would be a false floor.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import torch
+
+CALIBRATE_COPY_BYTES = 1 << 30      # 1 GiB: far past any cache
+CALIBRATE_MATMUL_N = {"cuda": 8192, "cpu": 1024}
+CALIBRATE_REPEATS = 10
+
+
+def count(ref, inputs, outputs) -> dict:
+    from torch.utils.flop_counter import FlopCounterMode
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        ref(*inputs)
+    nbytes = lambda ts: sum(t.numel() * t.element_size() for t in ts if isinstance(t, torch.Tensor))  # noqa: E731
+    state = list(ref.parameters()) + list(ref.buffers())
+    outs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+    return {"flops": int(counter.get_total_flops()), "bytes": int(nbytes(inputs) + nbytes(state) + nbytes(outs))}
+
+
+def floor(work: dict, ceilings: dict, dtype: str) -> dict:
+    """Floor time (ms) and which resource bounds it."""
+    rate = ceilings["matmul_tflops"].get(dtype) or ceilings["matmul_tflops"]["float32"]
+    compute_ms = work["flops"] / (rate * 1e12) * 1e3
+    memory_ms = work["bytes"] / (ceilings["copy_gbps"] * 1e9) * 1e3
+    return {**work, "floor_ms": max(compute_ms, memory_ms), "bound": "compute" if compute_ms > memory_ms else "memory"}
+
+
+def device_slug(device: str) -> str:
+    name = torch.cuda.get_device_name() if device == "cuda" else f"cpu-{torch.get_num_threads()}threads"
+    return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()
+
+
+def ceilings_path(root: str, device: str) -> Path:
+    return Path(root).expanduser() / f"{device_slug(device)}.json"
+
+
+def load_ceilings(root: str, device: str) -> dict | None:
+    path = ceilings_path(root, device)
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _time_ms(fn, device: str, repeats: int = CALIBRATE_REPEATS) -> float:
+    fn()
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    times = []
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return sorted(times)[len(times) // 2]
+
+
+def calibrate(device: str) -> dict:
+    """Measure copy bandwidth and matmul rates on random data (zeros run faster: not a ceiling)."""
+    n_copy = CALIBRATE_COPY_BYTES // 4 // (8 if device == "cpu" else 1)
+    src = torch.rand(n_copy, device=device)
+    dst = torch.empty_like(src)
+    copy_ms = _time_ms(lambda: dst.copy_(src), device)
+    del src, dst
+    n = CALIBRATE_MATMUL_N[device]
+    rates = {}
+    modes = [("float32", torch.float32, False), ("tf32", torch.float32, True)] if device == "cuda" else \
+        [("float32", torch.float32, False)]
+    if device == "cuda":
+        modes += [("bfloat16", torch.bfloat16, False), ("float16", torch.float16, False)]
+    saved = torch.backends.cuda.matmul.allow_tf32
+    try:
+        for name, dtype, tf32 in modes:
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
+            rates[name] = 2 * n ** 3 / (_time_ms(lambda: a @ b, device) * 1e-3) / 1e12
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
+    rates["float32_simt"] = rates["float32"]
+    if "tf32" in rates:
+        rates["float32"] = max(rates["float32"], rates["tf32"] / 3)
+    return {"device": device_slug(device), "copy_gbps": 2 * n_copy * 4 / (copy_ms * 1e-3) / 1e9,
+            "matmul_tflops": rates, "torch": torch.__version__, "measured_at": time.strftime("%Y-%m-%d %H:%M:%S")}
