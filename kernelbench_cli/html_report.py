@@ -6,16 +6,12 @@ section per job (verdict, flags, errors, per-round timings, compiler log). `kben
 two runs job by job. The page needs no network: no scripts, no stylesheets or fonts from elsewhere; every
 plot is a matplotlib figure (Agg backend, no display) saved as SVG and pasted inline.
 
-Roofline: results do not carry FLOP or byte counts yet, so the chart plots each candidate's time against its
-reference's time. When a Result gains a `roofline` field, a dict with
-
-    flops       FLOP per call of the forward
-    bytes       bytes moved per call (the compulsory traffic: inputs, weights, outputs)
-    peak_flops  the device's measured FLOP/s ceiling
-    peak_bw     the device's measured bytes/s ceiling
-
-the same call draws a roofline instead (achieved FLOP/s against arithmetic intensity, under the ceilings):
-`_roofline_data` is the only place that reads it.
+Roofline: a Result's `roofline` dict (kernelbench_cli/roofline.py; filled when `kbench calibrate` has
+measured the device's ceilings) holds flops and bytes per call, floor_ms = max(flops / matmul rate,
+bytes / copy bandwidth), bound ("compute" | "memory") and sol (floor / candidate time). When a run has it,
+the page draws a roofline (achieved FLOP/s against arithmetic intensity, the ceilings recovered from the
+floors) and each job's share of the speed of light; runs without it (all runs before calibration) get
+candidate time against reference time instead. `_roofline_data` is the only place that reads the field.
 """
 from __future__ import annotations
 
@@ -248,25 +244,36 @@ def speedup_chart(P: _Plots, results: list[Result]) -> str:
 
 
 def _roofline_data(r: Result) -> dict | None:
-    """The future `roofline` field of a Result (see the module docstring), or None while results lack it."""
+    """The job's roofline dict when it has a floor (see the module docstring), else None."""
     rf = getattr(r, "roofline", None)
-    if not isinstance(rf, dict) or not rf.get("flops") or not rf.get("bytes"):
+    if not isinstance(rf, dict) or not rf.get("floor_ms") or not rf.get("bytes"):
         return None
     return rf
+
+
+def _ceilings(rfs: list[dict]) -> tuple[float | None, float | None]:
+    """(FLOP/s, bytes/s) ceilings recovered from the floors: floor = max(flops / rate, bytes / bandwidth),
+    so a memory-bound job's floor gives the bandwidth and a compute-bound job's the FLOP rate."""
+    rate = [d["flops"] / (d["floor_ms"] * 1e-3) for d in rfs if d.get("bound") == "compute" and d.get("flops")]
+    bw = [d["bytes"] / (d["floor_ms"] * 1e-3) for d in rfs if d.get("bound") == "memory"]
+    return (max(rate) if rate else None), (max(bw) if bw else None)
 
 
 def roofline_chart(P: _Plots, results: list[Result]) -> tuple[str, str]:
     """(svg, caption): a roofline when results carry FLOP/byte counts, else candidate vs reference time."""
     if any(_roofline_data(r) and r.timing.cand_ms for r in results):
-        return _true_roofline(P, results), (
-            "Roofline: achieved FLOP/s of each candidate (filled) and its reference (hollow) against "
-            "arithmetic intensity, under the measured compute and memory-bandwidth ceilings.")
+        return _true_roofline(P, results) + _sol_chart(P, results), (
+            "Roofline: achieved FLOP/s of each candidate (filled) and its reference (hollow) against arithmetic "
+            "intensity (FLOP per compulsory byte), under the device's matmul and copy-bandwidth ceilings measured "
+            "by <code>kbench calibrate</code>; numbers are the # column of the Jobs table. Jobs without "
+            "counted FLOPs (element-wise work counts as free) appear only in the second chart: the share of "
+            "the speed of light, floor time / measured time, where 100% is the ceiling.")
     return _time_vs_time(P, results), (
-        "Roofline-style view. These results carry no FLOP or byte counts yet, so each candidate's median time "
-        "is plotted against its reference's on log axes: points below the 1× diagonal are faster than "
-        "eager PyTorch, each dotted line is a further factor of 2; numbers are the # column of the Jobs table. "
-        "When results gain a <code>roofline</code> "
-        "field (FLOP and bytes per call, measured ceilings) this chart becomes a true roofline.")
+        "Roofline-style view. These results carry no FLOP or byte counts (the device was not calibrated: "
+        "<code>kbench calibrate</code>), so each candidate's median time is plotted against its reference's "
+        "on log axes: points below the 1× diagonal are faster than eager PyTorch, each dotted line is a "
+        "further factor of 2; numbers are the # column of the Jobs table. Results with a "
+        "<code>roofline</code> field get a true roofline here instead.")
 
 
 def _time_vs_time(P: _Plots, results: list[Result]) -> str:
@@ -293,10 +300,9 @@ def _time_vs_time(P: _Plots, results: list[Result]) -> str:
             xs, ys = [r.timing.ref_ms for _, r in group], [r.timing.cand_ms for _, r in group]
             if style == "ok":
                 ax.scatter(xs, ys, s=28, zorder=3, c=[_speed_color(r) for _, r in group], edgecolors="white",
-                           linewidths=0.5, label="correct (colour as in the speedup chart)")
+                           linewidths=0.5)
             else:
-                ax.scatter(xs, ys, s=34, zorder=3, facecolors="none", edgecolors=FAILED, linewidths=1.2,
-                           label="not correct")
+                ax.scatter(xs, ys, s=34, zorder=3, facecolors="none", edgecolors=FAILED, linewidths=1.2)
         if len(pts) <= 60:
             for num, r in pts:
                 ax.annotate(str(num), (r.timing.ref_ms, r.timing.cand_ms), xytext=(3, 2),
@@ -309,41 +315,85 @@ def _time_vs_time(P: _Plots, results: list[Result]) -> str:
         ax.set_xlabel("reference (eager PyTorch) time per call, ms")
         ax.set_ylabel("candidate time per call, ms")
         ax.grid(which="major", color="#eceff1", lw=0.6, zorder=0)
-        ax.legend(loc="upper left", frameon=False, fontsize=7)
+        from matplotlib.lines import Line2D
+        ax.legend(handles=[Line2D([], [], marker="o", ls="", color=c, markersize=5, label=f"correct, {w}")
+                           for c, w in ((FASTER, "faster"), (SLOWER, "slower"), (UNSURE, "CI includes 1×"))]
+                  + [Line2D([], [], marker="o", ls="", markerfacecolor="none", markeredgecolor=FAILED,
+                            markersize=5, label="not correct")], loc="upper left", frameon=False, fontsize=7)
     return P.svg(fig)
 
 
 def _true_roofline(P: _Plots, results: list[Result]) -> str:
-    rows = [(r, _roofline_data(r)) for r in results]
-    rows = [(r, d) for r, d in rows if d and r.timing.cand_ms]
+    rows = [(i + 1, r, _roofline_data(r)) for i, r in enumerate(results)]
+    rows = [(i, r, d) for i, r, d in rows if d and d.get("flops") and r.timing.cand_ms]
+    peak_f, peak_b = _ceilings([d for d in map(_roofline_data, results) if d])
     with P.mpl.rc_context(P.rc):
-        fig, ax = P.figure(6.8, 4.6)
-        ai = [d["flops"] / d["bytes"] for _, d in rows]
-        peak_f = max((d.get("peak_flops") or 0 for _, d in rows), default=0)
-        peak_b = max((d.get("peak_bw") or 0 for _, d in rows), default=0)
+        fig, ax = P.figure(7.0, 4.8)
+        if not rows:
+            ax.text(0.5, 0.5, "no job has counted FLOPs (all element-wise): see the speed-of-light chart",
+                    ha="center", va="center", transform=ax.transAxes)
+            ax.set_axis_off()
+            return P.svg(fig)
+        ai = [d["flops"] / d["bytes"] for _, _, d in rows]
+        ys = [d["flops"] / (r.timing.cand_ms * 1e-3) for _, r, d in rows]
+        ys += [d["flops"] / (r.timing.ref_ms * 1e-3) for _, r, d in rows if r.timing.ref_ms]
         xlo, xhi = min(ai) / 4, max(ai) * 4
         if peak_f and peak_b:
-            ridge = peak_f / peak_b
-            xlo, xhi = min(xlo, ridge / 8), max(xhi, ridge * 8)
-            xs = [xlo, ridge, xhi]
-            ax.plot(xs, [min(peak_f, peak_b * x) for x in xs], color="#263238", lw=1.2, zorder=2)
-            ax.text(xhi, peak_f * 1.08, f"{peak_f / 1e12:.3g} TFLOP/s", ha="right", fontsize=7)
-            ax.text(xlo * 1.2, peak_b * xlo * 1.4, f"{peak_b / 1e9:.4g} GB/s", fontsize=7, rotation=0)
-        for (r, d), x in zip(rows, ai):
-            ax.scatter([x], [d["flops"] / (r.timing.cand_ms * 1e-3)], s=28, color=_speed_color(r), zorder=3)
+            xlo, xhi = min(xlo, peak_f / peak_b / 8), max(xhi, peak_f / peak_b * 8)
+        if peak_b:
+            xs = [xlo, min(xhi, peak_f / peak_b) if peak_f else xhi]
+            ax.plot(xs, [peak_b * x for x in xs], color="#263238", lw=1.2, zorder=2)
+            ax.text(xlo * 1.3, peak_b * xlo * 1.3 * 1.6, f"copy {peak_b / 1e9:,.0f} GB/s", fontsize=7,
+                    color="#263238", rotation=0)
+        if peak_f:
+            ax.plot([peak_f / peak_b if peak_b else xlo, xhi], [peak_f, peak_f], color="#263238", lw=1.2, zorder=2)
+            ax.text(xhi / 1.1, peak_f * 1.12, f"matmul {peak_f / 1e12:.3g} TFLOP/s", fontsize=7, ha="right")
+            ys.append(peak_f)
+        for (num, r, d), x in zip(rows, ai):
+            y = d["flops"] / (r.timing.cand_ms * 1e-3)
             if r.timing.ref_ms:
-                ax.scatter([x], [d["flops"] / (r.timing.ref_ms * 1e-3)], s=28, facecolors="none",
-                           edgecolors="#607d8b", zorder=3)
-            if len(rows) <= 30:
-                ax.annotate(r.candidate, (x, d["flops"] / (r.timing.cand_ms * 1e-3)), xytext=(4, 3),
-                            textcoords="offset points", fontsize=6.5, color="#455a64")
+                yr = d["flops"] / (r.timing.ref_ms * 1e-3)
+                ax.plot([x, x], [yr, y], color="#cfd8dc", lw=0.8, zorder=2)
+                ax.scatter([x], [yr], s=24, facecolors="white", edgecolors="#78909c", linewidths=0.9, zorder=3)
+            ax.scatter([x], [y], s=30, color=_speed_color(r), zorder=4, edgecolors="white", linewidths=0.5)
+            if len(rows) <= 60:
+                ax.annotate(str(num), (x, y), xytext=(4, 2), textcoords="offset points", fontsize=6.5,
+                            color="#37474f")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(xlo, xhi)
+        ax.set_ylim(min(ys) / 3, max(ys) * 2.5)
         ax.set_xlabel("arithmetic intensity (FLOP / byte)")
         ax.set_ylabel("achieved FLOP/s")
         ax.grid(which="major", color="#eceff1", lw=0.6, zorder=0)
     return P.svg(fig)
+
+
+def _sol_chart(P: _Plots, results: list[Result]) -> str:
+    """Per job: floor / measured time for the candidate (bar) and the reference (tick), linear %."""
+    rows = [(r, d) for r, d in ((r, _roofline_data(r)) for r in results) if d and r.timing.cand_ms]
+    n = len(rows)
+    with P.mpl.rc_context(P.rc):
+        fig, ax = P.figure(11.2, 0.75 + 0.24 * n)
+        sol = [d["floor_ms"] / r.timing.cand_ms * 100 for r, d in rows]
+        ref = [d["floor_ms"] / r.timing.ref_ms * 100 if r.timing.ref_ms else None for r, d in rows]
+        ax.barh(range(n), sol, height=0.6, color=[_speed_color(r) for r, _ in rows], alpha=0.85, zorder=2)
+        pts = [(i, v) for i, v in enumerate(ref) if v is not None]
+        if pts:
+            ax.scatter([v for _, v in pts], [i for i, _ in pts], marker="|", s=90, color="#263238", zorder=3,
+                       label="reference")
+        for i, ((r, d), v) in enumerate(zip(rows, sol)):
+            ax.text(v + 0.8, i, f"{v:.0f}% ({d.get('bound', '?')})", va="center", fontsize=7)
+        ax.axvline(100, color="#263238", lw=0.9, ls="--", zorder=1)
+        ax.set_xlim(0, max([100, *sol, *(v for _, v in pts)]) * 1.15)
+        ax.set_yticks(range(n), [_label(r) for r, _ in rows])
+        ax.set_ylim(n - 0.5, -0.5)
+        ax.tick_params(axis="y", length=0)
+        ax.grid(axis="x", color="#e0e0e0", lw=0.6, zorder=0)
+        ax.set_xlabel("share of the speed of light: roofline floor / measured time (%; bar = candidate, "
+                      "| = reference)")
+        _fit_rows(P, fig, [_label(r) for r, _ in rows], 11.2, 0.75 + 0.24 * n)
+    return P.svg(fig, tight=False)
 
 
 class StripPlot:
@@ -574,6 +624,12 @@ def _optional_timing(r: Result) -> list[tuple[str, str]]:
     if getattr(t, "ref_host_ms", None) is not None or getattr(t, "cand_host_ms", None) is not None:
         rows.append(("host wall ref / cand", f"{esc(fmt_time(getattr(t, 'ref_host_ms', None)))} / "
                                              f"{esc(fmt_time(getattr(t, 'cand_host_ms', None)))}"))
+    rf = _roofline_data(r)
+    if rf:
+        rows.append(("roofline floor", f"{esc(fmt_time(rf['floor_ms']))} ({esc(str(rf.get('bound', '?')))}-bound, "
+                                       f"{rf.get('flops', 0):.3g} FLOP, {rf['bytes']:.3g} B)"))
+        if t.cand_ms:
+            rows.append(("speed of light", f"{rf['floor_ms'] / t.cand_ms:.0%} of the floor"))
     share = getattr(r, "custom_share", None)
     if share is not None:
         rows.append(("GPU time in own kernels", f"{share:.0%}"))
@@ -647,7 +703,8 @@ def render_html(results: list[Result], source: str = "") -> str:
             f"<h2>Speedup per job</h2><div class=\"figure\">{speedup_chart(P, results)}"
             f"<p>Green: faster than eager PyTorch (CI above 1×); red: slower (CI below 1×); grey: CI includes 1×; "
             f"purple: measured but not correct (does not count).</p></div>"
-            f"<h2>Candidate vs reference time</h2><div class=\"figure\">{roof_svg}<p>{roof_caption}</p></div>"
+            f"<h2>{'Roofline' if roof_caption.startswith('Roofline:') else 'Candidate vs reference time'}</h2>"
+            f"<div class=\"figure\">{roof_svg}<p>{roof_caption}</p></div>"
             f"<h2>Jobs</h2>{overview_table(results)}"
             f"<h2>Per job</h2>{jobs}")
     return _page(title, body)

@@ -112,16 +112,24 @@ def test_html_holds_every_job_escapes_the_log_and_embeds_svg(tmp_path):
     assert "&lt;script&gt;alert(&#x27;log&#x27;)&lt;/script&gt;" in page and "<script" not in page
     assert page.count("<svg") == 2 + 4                            # speedup + time charts, 4 jobs with rounds
     assert "p=1.5" in page and "p=2" in page                      # fast_p table
-    assert "no FLOP or byte counts" in page                       # the roofline note
+    assert "carry no FLOP or byte counts" in page                 # the roofline note
     assert_self_contained(page)
 
 
-def test_roofline_replaces_the_time_chart_when_results_carry_flops(tmp_path):
+def test_roofline_replaces_the_time_chart_when_results_carry_flops():
+    """Result.roofline as roofline.floor() writes it: flops, bytes, floor_ms, bound, sol."""
     results = synthetic_run()[:3]
-    for k, r in enumerate(results):
-        r.roofline = {"flops": 2e9 * (k + 1), "bytes": 4e7, "peak_flops": 60e12, "peak_bw": 4.0e12}
+    rate, bw = 50e12, 4e12                       # ceilings the floors below were computed with
+    for r, flops, nbytes in zip(results, (2e9, 0, 8e9), (4e7, 8e6, 1e6)):
+        floor_s = max(flops / rate, nbytes / bw)
+        r.roofline = {"flops": flops, "bytes": nbytes, "floor_ms": floor_s * 1e3,
+                      "bound": "compute" if flops / rate > nbytes / bw else "memory"}
     svg, caption = roofline_chart(_Plots(), results)
-    assert caption.startswith("Roofline:") and "arithmetic intensity" in svg and "TFLOP/s" in svg
+    assert caption.startswith("Roofline:") and "arithmetic intensity" in svg
+    assert "50 TFLOP/s" in svg and "4,000 GB/s" in svg           # ceilings recovered from the floors
+    assert svg.count("<svg") == 2 and "speed of light" in svg    # roofline + share of the speed of light
+    page = render_html(results)
+    assert "roofline floor" in page and "memory-bound" in page and "no FLOP or byte counts" not in page
 
 
 def test_comparison_html(tmp_path):
