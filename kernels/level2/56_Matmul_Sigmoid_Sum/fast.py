@@ -1,0 +1,302 @@
+"""L2/56 Linear -> sigmoid -> row sum, fast candidate: TF32 main product + BF16 correction products.
+
+Idea. out[b] = sum_j sigmoid(x[b,:] . W[j,:] + bias[j]). Each CTA owns BN=128 output columns j and a
+block of 128 rows b (the whole batch here), loops over K with a 4-stage cp.async pipeline (W tiles
+streamed from HBM exactly once with an L2 evict-first hint, x tiles re-read from L2 with evict-last).
+Split a = a_hi + a_lo exactly (a_hi = a with the 13 low mantissa bits cleared, i.e. a tf32 value).
+Per 8-wide k chunk: one mma.m16n8k8 tf32 for x_hi.W_hi, plus ONE mma.m16n8k16 bf16 whose 16 k-slots hold
+the two correction products [bf16(x), bf16(x_lo)] . [bf16(W_lo), bf16(W)] (the k-slot pairing is built
+from each thread's own fragment registers, no shuffles; both mma kinds share the fp32 accumulator
+layout). The corrections are ~2^-11 of the main term, so bf16's 2^-9 rounding costs only ~2^-19
+relative, and bf16 (unlike fp16) has fp32's exponent range, so no scaling assumption is made about
+the data. A bf16 k16 mma costs the same tensor time as a tf32 k8 mma, so this is 2 tensor units per
+chunk instead of 3xTF32's 3.
+Accuracy (CPU emulation, 4x4096 slice, vs fp64): pre-activation error std 4.1e-7 (3xTF32 2.4e-8, plain
+TF32 truncated 2.5e-4); the output error model 2.5e-3 * std gives ~1e-9, far below the fp32 reference's
+3.3e-8, whose error is dominated by rounding the final 32768-term sum. Dropping one correction term
+instead gives 1.5e-7..1.8e-7 (about 5x the reference), so both are kept.
+Epilogue: bias + sigmoid (accurate expf) and per-row partial sums in double, one double per
+(column block, row); a second tiny kernel adds the 256 partials of each row in double.
+Floor: W read once, 4.29 GB / 4.2 TB/s = 1.02 ms; tensor work 2 units x 275 GFLOP-tf32-equivalent =
+550 GFLOP at 495 TFLOP/s = 1.11 ms (mma.sync likely reaches ~60-70% of wgmma's peak -> ~1.7 ms).
+Measured: (pending)
+"""
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+CUDA_SRC = r"""
+#include <torch/extension.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/cuda/CUDAException.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+namespace {
+
+constexpr int BM = 128;          // rows (batch) per CTA
+constexpr int BN = 128;          // output columns per CTA
+constexpr int BK = 32;           // K per pipeline stage
+constexpr int BKP = BK + 4;      // padded smem row (floats): conflict-free ldmatrix
+constexpr int STAGES = 4;
+constexpr int THREADS = 256;     // 8 warps: 2 (M) x 4 (N), warp tile 64 x 32
+constexpr int STAGE_FLOATS = (BM + BN) * BKP;
+constexpr size_t SMEM_BYTES = (size_t)STAGES * STAGE_FLOATS * sizeof(float);
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes, uint64_t policy) {
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n"
+                 :: "r"(dst), "l"(src), "r"(src_bytes), "l"(policy));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+
+__device__ __forceinline__ void mma_tf32(float* c, const uint32_t* a, const uint32_t* b) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+__device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, const uint32_t* b) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// bf16x2 register with `lo` in the low half (smaller k-slot) and `hi` in the high half, RN.
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    uint32_t d;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+    return d;
+}
+
+// v = hi + lo exactly; hi is v with the 13 low mantissa bits cleared (an exact tf32 value).
+__device__ __forceinline__ void split_tf32(uint32_t v, uint32_t& hi, float& lo) {
+    hi = v & 0xffffe000u;
+    lo = __uint_as_float(v) - __uint_as_float(hi);
+}
+
+__global__ void __launch_bounds__(THREADS, 1)
+gemm_tf32_bf16corr_sigmoid_rowsum(const float* __restrict__ x, const float* __restrict__ w,
+                          const float* __restrict__ bias, double* __restrict__ partial,
+                          int M, int N, int K) {
+    extern __shared__ __align__(16) float smem[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int warp_m = warp >> 2, warp_n = warp & 3;
+    const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
+
+    uint64_t pol_first, pol_last;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol_first));
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(pol_last));
+
+    const int KT = (K + BK - 1) / BK;
+
+    // Each thread copies 4 float4 of A and 4 of B per stage: row = (tid>>3) + 32*i, chunk = tid&7.
+    auto load_stage = [&](int stage, int kt) {
+        float* As = smem + stage * STAGE_FLOATS;
+        float* Bs = As + BM * BKP;
+        const int kc = kt * BK + (tid & 7) * 4;
+        const int kbytes = (kc < K) ? 16 : 0;   // K % 4 == 0 is checked on the host
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int r = (tid >> 3) + 32 * i;
+            const int gm = m0 + r;
+            const float* src = x + (size_t)(gm < M ? gm : 0) * K + (kbytes ? kc : 0);
+            cp_async16(smem_u32(As + r * BKP + (tid & 7) * 4), src, (gm < M) ? kbytes : 0, pol_last);
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int r = (tid >> 3) + 32 * i;
+            const int gn = n0 + r;
+            const float* src = w + (size_t)(gn < N ? gn : 0) * K + (kbytes ? kc : 0);
+            cp_async16(smem_u32(Bs + r * BKP + (tid & 7) * 4), src, (gn < N) ? kbytes : 0, pol_first);
+        }
+    };
+
+    float acc[4][4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) acc[i][j][c] = 0.f;
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < KT) load_stage(s, s);
+        cp_async_commit();
+    }
+
+    // ldmatrix lane offsets (in floats) inside a stage.
+    const int a_row = warp_m * 64 + (lane & 15);
+    const int a_col = (lane >> 4) * 4;
+    const int b_row = warp_n * 32 + (lane & 7) + ((lane >> 4) << 3);
+    const int b_col = ((lane >> 3) & 1) * 4;
+
+    for (int kt = 0; kt < KT; ++kt) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        {   // prefetch stage kt + STAGES - 1 (its buffer was consumed at iteration kt - 1)
+            const int nk = kt + STAGES - 1;
+            if (nk < KT) load_stage(nk % STAGES, nk);
+            cp_async_commit();
+        }
+        const float* As = smem + (kt % STAGES) * STAGE_FLOATS;
+        const float* Bs = As + BM * BKP;
+        const uint32_t a_base = smem_u32(As + a_row * BKP + a_col);
+        const uint32_t b_base = smem_u32(Bs + b_row * BKP + b_col);
+#pragma unroll
+        for (int kk = 0; kk < BK; kk += 8) {
+            // B fragment (tf32 m16n8k8): b0 = W[n=g][k=t], b1 = W[g][t+4].
+            // bf16 m16n8k16 B: reg0 = k-slots (2t, 2t+1) = (W_lo[t], W_lo[t+4]); reg1 = slots (2t+8, 2t+9) = (W[t], W[t+4]).
+            uint32_t bh[4][2], bc[4][2];
+#pragma unroll
+            for (int p = 0; p < 2; ++p) {   // two n-tiles per ldmatrix.x4
+                uint32_t r[4];
+                ldmatrix_x4(b_base + (uint32_t)((p * 16 * BKP + kk) * 4), r[0], r[1], r[2], r[3]);
+#pragma unroll
+                for (int q = 0; q < 2; ++q) {
+                    const int nt = 2 * p + q;
+                    float l0, l1;
+                    split_tf32(r[2 * q], bh[nt][0], l0);
+                    split_tf32(r[2 * q + 1], bh[nt][1], l1);
+                    bc[nt][0] = pack_bf16(l0, l1);
+                    bc[nt][1] = pack_bf16(__uint_as_float(r[2 * q]), __uint_as_float(r[2 * q + 1]));
+                }
+            }
+#pragma unroll
+            for (int mt = 0; mt < 4; ++mt) {
+                // A fragment (tf32): a0 = x[g][t], a1 = x[g+8][t], a2 = x[g][t+4], a3 = x[g+8][t+4].
+                // bf16 A: reg0 = row g slots (2t,2t+1) = (x[t], x[t+4]); reg1 = row g+8 same;
+                //         reg2 = row g slots (2t+8,2t+9) = (x_lo[t], x_lo[t+4]); reg3 = row g+8 same.
+                uint32_t ar[4], ah[4], ac[4];
+                float al[4];
+                ldmatrix_x4(a_base + (uint32_t)((mt * 16 * BKP + kk) * 4), ar[0], ar[1], ar[2], ar[3]);
+#pragma unroll
+                for (int c = 0; c < 4; ++c) split_tf32(ar[c], ah[c], al[c]);
+                ac[0] = pack_bf16(__uint_as_float(ar[0]), __uint_as_float(ar[2]));
+                ac[1] = pack_bf16(__uint_as_float(ar[1]), __uint_as_float(ar[3]));
+                ac[2] = pack_bf16(al[0], al[2]);
+                ac[3] = pack_bf16(al[1], al[3]);
+#pragma unroll
+                for (int nt = 0; nt < 4; ++nt) {
+                    mma_bf16(acc[mt][nt], ac, bc[nt]);   // x.W_lo + x_lo.W (small terms first)
+                    mma_tf32(acc[mt][nt], ah, bh[nt]);   // x_hi.W_hi
+                }
+            }
+        }
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+
+    // Epilogue: sigmoid(acc + bias), per-row sums in double.
+    const int g = lane >> 2, t = lane & 3;
+    double* red = reinterpret_cast<double*>(smem);   // [4 warp_n][BM]
+    float bv[4][2];
+    bool nv[4][2];
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int n = n0 + warp_n * 32 + nt * 8 + 2 * t + h;
+            nv[nt][h] = n < N;
+            bv[nt][h] = nv[nt][h] ? bias[n] : 0.f;
+        }
+#pragma unroll
+    for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            double s = 0.0;
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const float v = acc[mt][nt][hr * 2 + h] + bv[nt][h];
+                    const float sg = 1.0f / (1.0f + expf(-v));
+                    if (nv[nt][h]) s += (double)sg;
+                }
+            s += __shfl_xor_sync(0xffffffffu, s, 1);
+            s += __shfl_xor_sync(0xffffffffu, s, 2);
+            if (t == 0) red[warp_n * BM + warp_m * 64 + mt * 16 + hr * 8 + g] = s;
+        }
+    __syncthreads();
+    if (tid < BM && m0 + tid < M) {
+        const double s = red[tid] + red[BM + tid] + red[2 * BM + tid] + red[3 * BM + tid];
+        partial[(size_t)blockIdx.x * M + m0 + tid] = s;
+    }
+}
+
+__global__ void sum_partials(const double* __restrict__ partial, float* __restrict__ out, int nblk, int M) {
+    // one warp per row
+    const int row = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (row >= M) return;
+    double s = 0.0;
+    for (int i = lane; i < nblk; i += 32) s += partial[(size_t)i * M + row];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) out[row] = (float)s;
+}
+
+}  // namespace
+
+torch::Tensor linear_sigmoid_rowsum(torch::Tensor x, torch::Tensor w, torch::Tensor b) {
+    TORCH_CHECK(x.is_cuda() && w.is_cuda() && b.is_cuda(), "CUDA tensors expected");
+    TORCH_CHECK(x.scalar_type() == torch::kFloat32 && w.scalar_type() == torch::kFloat32 &&
+                b.scalar_type() == torch::kFloat32, "float32 expected");
+    TORCH_CHECK(x.dim() == 2 && w.dim() == 2 && b.dim() == 1, "x (M,K), w (N,K), b (N) expected");
+    TORCH_CHECK(x.is_contiguous() && w.is_contiguous() && b.is_contiguous(), "contiguous tensors expected");
+    const int M = x.size(0), K = x.size(1), N = w.size(0);
+    TORCH_CHECK(w.size(1) == K && b.size(0) == N, "shape mismatch");
+    TORCH_CHECK(((uintptr_t)x.data_ptr() | (uintptr_t)w.data_ptr()) % 16 == 0, "x and w must be 16-byte aligned");
+    TORCH_CHECK(K % 4 == 0, "K must be a multiple of 4 (16-byte cp.async rows)");
+    TORCH_CHECK(M > 0 && N > 0 && K > 0, "empty shapes unsupported");
+    auto out = torch::empty({M, 1}, x.options());
+    const int nblk = (N + BN - 1) / BN;
+    auto partial = torch::empty({(long)nblk, (long)M}, x.options().dtype(torch::kFloat64));
+    auto stream = c10::cuda::getCurrentCUDAStream();
+    static bool attr_set = false;
+    if (!attr_set) {
+        cudaFuncSetAttribute(gemm_tf32_bf16corr_sigmoid_rowsum, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM_BYTES);
+        attr_set = true;
+    }
+    dim3 grid(nblk, (M + BM - 1) / BM);
+    gemm_tf32_bf16corr_sigmoid_rowsum<<<grid, THREADS, SMEM_BYTES, stream>>>(
+        x.data_ptr<float>(), w.data_ptr<float>(), b.data_ptr<float>(), partial.data_ptr<double>(), M, N, K);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    sum_partials<<<(M + 7) / 8, 256, 0, stream>>>(partial.data_ptr<double>(), out.data_ptr<float>(), nblk, M);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+"""
+
+CPP_SRC = "torch::Tensor linear_sigmoid_rowsum(torch::Tensor x, torch::Tensor w, torch::Tensor b);"
+
+_ext = load_inline(
+    name="l2_56_fast_tf32_bf16corr",
+    cpp_sources=CPP_SRC,
+    cuda_sources=CUDA_SRC,
+    functions=["linear_sigmoid_rowsum"],
+    extra_cuda_cflags=["-O3", "-Xptxas=-v"],
+    verbose=False,
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.linear = nn.Linear(input_size, hidden_size)
+
+    def forward(self, x):
+        return _ext.linear_sigmoid_rowsum(x, self.linear.weight, self.linear.bias)
