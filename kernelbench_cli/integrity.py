@@ -181,8 +181,7 @@ def timing_functions() -> dict:
            "torch.cuda.Event": torch.cuda.Event, "torch.cuda.Event.record": torch.cuda.Event.record,
            "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
            "torch.cuda.Event.synchronize": torch.cuda.Event.synchronize,
-           "torch.Tensor.zero_": torch.Tensor.zero_, "torch.allclose": torch.allclose, "torch.equal": torch.equal,
-           "torch.Tensor.clone": torch.Tensor.clone, "torch.manual_seed": torch.manual_seed}
+           "torch.Tensor.zero_": torch.Tensor.zero_, "torch.equal": torch.equal, "torch.Tensor.clone": torch.Tensor.clone}
     return fns
 
 

@@ -64,25 +64,34 @@ def summary_line(results: list[Result]) -> str:
             f"fast_1 {s['fast_1']:.2f}")
 
 
-def table(results: list[Result], title: str) -> Table:
+NARROW = 130    # below this many columns the table keeps only what a verdict needs
+
+
+def table(results: list[Result], title: str, width: int = 200) -> Table:
     t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     right = {"justify": "right"}
+    wide = width >= NARROW
     with_compile = any("compile" in r.baselines for r in results)
-    columns = [("problem", {"overflow": "fold"}), ("candidate", {"overflow": "fold"}), ("build", {}),
-               ("correct", {}), ("max err", right), ("ref", right), ("cand", right),
-               ("speedup [95% CI]", right)] + ([("vs compile", right)] if with_compile else []) + \
-              [("custom", right), ("SOL", right), ("flags", {})]
+    columns = [("problem", {"overflow": "fold"}), ("candidate", {"overflow": "fold"})] + \
+        ([("build", {})] if wide else []) + [("correct", {})] + \
+        ([("max err", right), ("ref", right), ("cand", right)] if wide else []) + \
+        [("speedup [95% CI]", right)] + ([("vs compile", right)] if with_compile else []) + \
+        ([("custom", right), ("SOL", right)] if wide else []) + [("flags", {})]
     for col, kw in columns:
         t.add_column(col, **kw)
     for r in results:
         c = r.correctness
-        row = [r.problem, r.candidate, fmt_build(r), fmt_correct(r), f"{c.max_abs_err:.1e}" if c.trials else "-",
-               fmt_time(r.timing.ref_ms), fmt_time(r.timing.cand_ms), fmt_speedup(r)]
+        row = [r.problem, r.candidate] + ([fmt_build(r)] if wide else []) + [fmt_correct(r)]
+        if wide:
+            row += [f"{c.max_abs_err:.1e}" if c.trials else "-", fmt_time(r.timing.ref_ms), fmt_time(r.timing.cand_ms)]
+        row.append(fmt_speedup(r))
         if with_compile:
             comp = r.baselines.get("compile")
             row.append(f"{comp['speedup']:.2f}× [{comp['ci_low']:.2f}, {comp['ci_high']:.2f}]" if comp else "-")
-        row += ["-" if r.custom_share is None else f"{r.custom_share:.0%}",
-                f"{r.roofline['sol']:.0%}" if r.roofline.get("sol") else "-", fmt_flags(r)]
+        if wide:
+            row += ["-" if r.custom_share is None else f"{r.custom_share:.0%}",
+                    f"{r.roofline['sol']:.0%}" if r.roofline.get("sol") else "-"]
+        row.append(fmt_flags(r))
         t.add_row(*row)
     return t
 
@@ -102,7 +111,7 @@ HOST_DEVICE_RATIO = 1.5
 
 
 def render(results: list[Result], console: Console, title: str) -> None:
-    console.print(table(results, title))
+    console.print(table(results, title, console.width))
     for r in results:
         if r.status != R.OK and r.message:
             console.print(f"[red]✗[/] {r.problem}::{r.candidate}: {r.status}: {r.message}", highlight=False)
