@@ -31,8 +31,10 @@ if has calibrate; then
 fi
 if has build; then
   timed python3 -m pytest -m gpu -q tests/test_gpu.py > "$OUT/pytest_gpu.txt" 2>&1 &
+  tests_pid=$!
   timed kb build --all --out "$RUNS" --set build.jobs=16 | tail -8
-  wait; tail -25 "$OUT/pytest_gpu.txt"; rm -f "$OUT/pytest_gpu.txt"
+  # wait for the tests only: a bare `wait` would also wait for the tee behind `exec >` and never return
+  wait "$tests_pid"; tail -25 "$OUT/pytest_gpu.txt"
 fi
 if has bench; then
   timed kb bench --all --out "$OUT/bench" $CEIL --json --html "$OUT/bench.html" "$@" > "$OUT/bench.json"
