@@ -9,9 +9,11 @@ the environment it was measured in. A run (runs/<run-id>/results.jsonl) reads in
 The rule (DESIGN.md, "Regression rule"), per job, in this order:
 
 1. only in the baseline -> `missing`; only in the new run -> `new` (neither fails the gate);
-2. an integrity flag of severity error that the baseline's record does not have -> `regressed`;
+2. outputs correct but an integrity flag of severity error that the baseline's record does not have
+   (status `integrity`) -> `regressed` ("new integrity flag");
 3. correct in the baseline, not correct now (incorrect, crash, timeout, build failure...) -> `regressed`
-   ("correctness lost"); not correct in either -> `unchanged` (still failing); correct only now -> `improved`;
+   ("correctness lost"; flags raised by wrong outputs, e.g. `precision`, do not change that); not correct
+   in either -> `unchanged` (still failing); correct only now -> `improved`;
 4. both correct: let [lo, hi] be the 95% CI of r = new speedup / baseline speedup (see `ratio_ci`), then
      hi <  1 - tau                 -> `regressed`     (the whole CI is below 1 - tau)
      lo <  1 - tau <= hi           -> `inconclusive`  (the CI straddles 1 - tau)
@@ -246,7 +248,7 @@ def compare_job(job: str, base: JobRecord | None, new: JobRecord | None, tau: fl
         return Comparison(job, NEW, "not in the baseline" + note, new=new)
     c = Comparison(job, UNCHANGED, "", base=base, new=new)
     added = {n: d for n, d in new.error_flags.items() if n not in base.error_flags}
-    if added:
+    if new.status == R.INTEGRITY and added:
         c.verdict = REGRESSED
         c.reason = "new integrity flag " + "; ".join(f"{n}: {d}" if d else n for n, d in added.items())
     elif base.correct and not new.correct:

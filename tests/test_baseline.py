@@ -104,6 +104,16 @@ def test_every_verdict_on_synthetic_runs(tmp_path):
     assert B.exit_code([c for c in comps if c.verdict != "regressed"]) == 0
 
 
+def test_flags_raised_by_wrong_outputs_do_not_hide_lost_correctness():
+    base = B.JobRecord.from_result(result("b", STEADY))
+    wrong = B.JobRecord.from_result(result("b", status="incorrect", message="trial 0: off by 1",
+                                           flags=[("precision", "error", "error vs fp64 1e+00")]))
+    c = B.compare_job("p::b", base, wrong, 0.05)
+    assert c.verdict == "regressed" and c.reason == "correctness lost: incorrect: trial 0: off by 1"
+    still = B.JobRecord.from_result(result("b", status="incorrect"))
+    assert B.compare_job("p::b", still, wrong, 0.05).verdict == "unchanged"
+
+
 def test_a_flag_already_in_the_baseline_is_not_a_regression():
     rec = B.JobRecord.from_result(result("f", STEADY, status="integrity", flags=[("precision", "error", "tf32")]))
     assert B.compare_job("p::f", rec, rec, 0.05).verdict == "unchanged"
@@ -235,6 +245,10 @@ SLOW = FUSED.replace(FORWARD, "        for _ in range(3):\n            ext.add_r
 BROKEN = FUSED.replace(FORWARD, "        return ext.add_relu(x, y) + 1.0\n")
 # enough rounds that the 4x slower candidate's CI is far below 1 - tau even on a loaded 2-core machine;
 # tau 0.25 so that an unchanged candidate is never judged regressed by noise
+# Pinned for steady CPU timing: one intra-op thread (no oversubscription of 2 cores), and glibc keeping the
+# reference's 16 MB temporaries on the heap. Without the malloc settings, whether a worker process gets them
+# by fresh mmap (page faults on every call) varied the eager reference's time 4x from one job to the next.
+STEADY_CPU = {"OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
 E2E = ["--set", "timing.samples_per_round=3", "--set", "timing.min_rounds=10", "--set", "timing.max_rounds=16",
        "--set", "timing.budget_s=4", "--set", "timeouts.run_s=300", "--set", "compare.rerun_rounds_factor=1",
        "--tau", "0.25"]
@@ -242,6 +256,8 @@ E2E = ["--set", "timing.samples_per_round=3", "--set", "timing.min_rounds=10", "
 
 def test_bench_gate_end_to_end_on_the_cpu(kbench, tmp_path, monkeypatch):
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)     # when the tests themselves run in Actions
+    for key, value in STEADY_CPU.items():
+        monkeypatch.setenv(key, value)
     assert FORWARD in FUSED and SLOW != FUSED and BROKEN != FUSED
     kernels, baselines = tmp_path / "kernels", tmp_path / "baselines"
     folder = kernels / "cpu" / "1_Add_ReLU"
@@ -275,7 +291,8 @@ def test_bench_gate_end_to_end_on_the_cpu(kbench, tmp_path, monkeypatch):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "1 job(s) already recorded, 2 to run" in proc.stderr
     lines = [json.loads(x) for x in (run2 / "results.jsonl").read_text().splitlines()]
-    assert sorted(r["candidate"] for r in lines if r["candidate"] != "same") == ["broken", "slow"]
+    # step 2's job first, then the two new ones appended (an inconclusive job's rerun is appended too)
+    assert lines[0]["candidate"] == "same" and {r["candidate"] for r in lines} == {"same", "slow", "broken"}
     suite = ET.parse(junit).getroot().find("testsuite")
     assert suite.get("tests") == "3" and suite.get("failures") == "2"
     failures = {tc.get("name"): tc.find("failure") for tc in suite.iter("testcase")}
