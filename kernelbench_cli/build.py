@@ -10,11 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-
-from .isolation import run_isolated
-from .results import Result
 
 
 def detect_arch() -> str | None:
@@ -45,24 +41,47 @@ def build_env(cfg, device: str, max_jobs: int) -> dict:
     env = {"MAX_JOBS": max_jobs}
     if arch:
         env["TORCH_CUDA_ARCH_LIST"] = arch   # only the target GPU's arch: one compile pass, not a dozen
+    if device == "cuda":
+        libs = cuda_runtime_lib_dirs(Path(cache_dir(cfg)) / "cudart-link")
+        if libs:
+            env["LIBRARY_PATH"] = os.pathsep.join(libs + [p for p in [os.environ.get("LIBRARY_PATH")] if p])
     return env
+
+
+def cuda_runtime_lib_dirs(link_dir: Path) -> list[str]:
+    """Folders with the CUDA runtime of NVIDIA's pip wheels, for the link step (-lcudart) of a CUDA build on a
+    machine whose toolkit folder has none (nvcc alone, the runtime came with torch). CUDA 12 wheels put it in
+    nvidia/cuda_runtime/lib, CUDA 13 ones in nvidia/cu13/lib; both ship only libcudart.so.<major>, and the
+    linker wants libcudart.so, so `link_dir` gets that link when the wheel has none."""
+    import importlib.util
+    found = []
+    try:
+        rt = importlib.util.find_spec("nvidia.cuda_runtime")
+        nv = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        return []
+    roots = [Path(p) / "lib" for p in (rt.submodule_search_locations or [])] if rt else []
+    roots += sorted(Path(p) for loc in (nv.submodule_search_locations or []) if nv
+                    for p in Path(loc).glob("cu[0-9]*/lib"))
+    for lib in roots:
+        versioned = sorted(lib.glob("libcudart.so.*"))
+        if not versioned:
+            continue
+        found.append(str(lib))
+        if not (lib / "libcudart.so").exists():
+            try:
+                link_dir.mkdir(parents=True, exist_ok=True)
+                link = link_dir / "libcudart.so"
+                if link.is_symlink() and link.resolve() != versioned[0].resolve():
+                    link.unlink()
+                if not link.is_symlink():
+                    link.symlink_to(versioned[0])
+                found.append(str(link_dir))
+            except OSError:
+                pass
+        break
+    return found
 
 
 def cache_dir(cfg) -> str:
     return str(Path(os.environ.get("KBENCH_CACHE_DIR") or cfg.build.cache_dir).expanduser())
-
-
-def build_all(specs: list[dict], cfg, work_dir: Path, device: str, on_done=None) -> dict[str, Result]:
-    """Build every spec's candidate in parallel worker processes; {candidate_path: build Result}."""
-    workers, max_jobs = build_parallelism(cfg, len(specs))
-    env = build_env(cfg, device, max_jobs)
-    out: dict[str, Result] = {}
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(run_isolated, dict(spec, mode="build"), work_dir, f"build-{i}",
-                               cfg.timeouts.build_s, env): spec for i, spec in enumerate(specs)}
-        for fut in as_completed(futures):
-            result = fut.result()
-            out[futures[fut]["candidate_path"]] = result
-            if on_done:
-                on_done(result)
-    return out

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import results as R
+from . import scale
 from .catalog import Catalog, read_candidate
 from .config import load_config
 from .errors import InputError
@@ -38,17 +39,21 @@ MarkdownOpt = typer.Option(None, "--markdown", help="Write a markdown summary to
                                                     "$GITHUB_STEP_SUMMARY when set).")
 
 
-def _setup(config, device, out, sets, baselines: str | None = None):
+def _setup(config, device, out, sets, baselines: str | None = None, scaled: dict | None = None,
+           compile_only: bool = False):
     overrides = {"device": device, "paths.runs": out and str(out),
-                 "baselines": baselines and [b.strip() for b in baselines.split(",")]}
+                 "baselines": baselines and [b.strip() for b in baselines.split(",")], **(scaled or {})}
     cfg = load_config(config, overrides=overrides, sets=sets)
-    return cfg, resolve_device(cfg.device), Catalog(Path(cfg.paths.problems), Path(cfg.paths.kernels))
+    dev = resolve_device(cfg.device, compile_only)
+    scale.check(cfg, dev, scaled, compile_only)
+    return cfg, dev, Catalog(Path(cfg.paths.problems), Path(cfg.paths.kernels))
 
 
-def resolve_device(device: str) -> str:
+def resolve_device(device: str, compile_only: bool = False) -> str:
+    """compile_only (`kbench build`): --device cuda is allowed without a GPU, to compile for --arch."""
     import torch   # the parent may ask whether a GPU exists; it never creates tensors or imports candidates
     has_cuda = torch.cuda.is_available()
-    if device == "cuda" and not has_cuda:
+    if device == "cuda" and not has_cuda and not compile_only:
         raise InputError("--device cuda: no CUDA GPU is visible here; use --device cpu (or auto)")
     return device if device != "auto" else ("cuda" if has_cuda else "cpu")
 
@@ -80,9 +85,12 @@ def check(problem: str = typer.Argument(..., help="Path, stem (56_Matmul_Sigmoid
                                                                       "the problem's candidates."),
           config: Optional[Path] = ConfigOpt, device: Optional[str] = DeviceOpt, json: bool = JsonOpt,
           out: Optional[Path] = OutOpt, set_: List[str] = typer.Option([], "--set", help=SetOpt.help),
-          baselines: Optional[str] = BaselinesOpt):
+          baselines: Optional[str] = BaselinesOpt, gpus: Optional[str] = scale.GpusOpt,
+          workers: Optional[int] = scale.WorkersOpt, executor: Optional[str] = scale.ExecutorOpt,
+          ray_address: Optional[str] = scale.RayAddressOpt, arch: Optional[str] = scale.ArchOpt):
     """Build, verify and time the candidates of one problem."""
-    cfg, dev, catalog = _setup(config, device, out, set_, baselines)
+    cfg, dev, catalog = _setup(config, device, out, set_, baselines,
+                               scale.overrides(gpus, workers, executor, ray_address, arch))
     prob = catalog.resolve(problem)
     for k in kernel:
         cand = read_candidate(k)
@@ -118,9 +126,23 @@ def bench(problems: List[str] = typer.Argument(None, help="Problems to run (or -
                                                   "regressed against --baseline (inconclusive ones are rerun first)."),
           tau: Optional[float] = TauOpt, junit: Optional[Path] = JunitOpt, markdown: Optional[Path] = MarkdownOpt,
           resume: Optional[str] = typer.Option(None, "--resume", help="Run id or directory: skip the jobs it has "
-                                               "recorded, append the rest to it.")):
+                                               "recorded, append the rest to it."),
+          gpus: Optional[str] = scale.GpusOpt, workers: Optional[int] = scale.WorkersOpt,
+          executor: Optional[str] = scale.ExecutorOpt, ray_address: Optional[str] = scale.RayAddressOpt,
+          arch: Optional[str] = scale.ArchOpt,
+          problems_dir: Optional[Path] = typer.Option(None, "--problems", help="A KernelBench problems folder "
+                                                      "(level1/, level2/... or flat <id>_<Name>.py files); "
+                                                      "all of its problems unless some are named."),
+          candidates: Optional[str] = typer.Option(None, "--candidates", help="Generated candidate files by "
+                                                   "pattern: 'gens/level_{level}_problem_{id}_sample_{sample}"
+                                                   "_kernel.py' ({sample} becomes the candidate name).")):
     """Run every candidate of the selected problems on the device."""
-    cfg, dev, catalog = _setup(config, device, out, set_, baselines)
+    cfg, dev, catalog = _setup(config, device, out, set_, baselines,
+                               scale.overrides(gpus, workers, executor, ray_address, arch))
+    if problems_dir or candidates:
+        from .kernelbench_compat import FolderCatalog
+        catalog = FolderCatalog(problems_dir or Path(cfg.paths.problems), Path(cfg.paths.kernels), candidates)
+        all_ = all_ or not problems
     jobs, skipped = plan(catalog, _select(catalog, problems or [], all_), [], dev)
     if baseline or fail_on_regression or junit or markdown or resume or tau is not None:
         from .gate import bench_gate
@@ -138,11 +160,17 @@ def bench(problems: List[str] = typer.Argument(None, help="Problems to run (or -
 def build(problems: List[str] = typer.Argument(None, help="Problems whose candidates to build (or --all)."),
           all_: bool = typer.Option(False, "--all", help="Every problem under paths.problems."),
           config: Optional[Path] = ConfigOpt, device: Optional[str] = DeviceOpt, json: bool = JsonOpt,
-          out: Optional[Path] = OutOpt, set_: List[str] = typer.Option([], "--set", help=SetOpt.help)):
+          out: Optional[Path] = OutOpt, set_: List[str] = typer.Option([], "--set", help=SetOpt.help),
+          arch: Optional[str] = scale.ArchOpt, executor: Optional[str] = scale.ExecutorOpt,
+          ray_address: Optional[str] = scale.RayAddressOpt):
     """Compile candidates in parallel processes (cached by content); run nothing."""
-    cfg, dev, catalog = _setup(config, device, out, set_)
+    cfg, dev, catalog = _setup(config, device, out, set_, scaled=scale.overrides(None, None, executor, ray_address,
+                                                                                arch), compile_only=True)
     jobs, skipped = plan(catalog, _select(catalog, problems or [], all_), [], dev)
-    raise typer.Exit(_exit_code(_run(cfg, dev, jobs, skipped, json, "build", build_only=True)))
+    store = RunStore(Path(cfg.paths.runs))
+    results = _run(cfg, dev, jobs, skipped, json, "build", build_only=True, store=store)
+    err.print(f"compile logs, one per candidate: {store.dir / 'work'}/build-*.log", highlight=False)
+    raise typer.Exit(_exit_code(results))
 
 
 @app.command()

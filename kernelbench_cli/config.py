@@ -65,6 +65,14 @@ class CompareConfig:
 
 
 @dataclass
+class ExecutorConfig:
+    kind: str = _choice("local", "local", "ray")   # local: this host; ray: a Ray cluster (pip install 'kbench[ray]')
+    gpus: str = ""                 # local, CUDA: "" = one GPU; "all", a count ("2") or indices ("0,2"): a slot per GPU
+    workers: int = 1               # local, CPU backend: jobs run at once
+    ray_address: str = ""          # ray: cluster address ("auto", "ray://host:10001"); "" = a local instance
+
+
+@dataclass
 class Config:
     device: str = _choice("auto", "auto", "cuda", "cpu")
     dtype: str = _choice("float32", "float32", "float16", "bfloat16")
@@ -82,6 +90,7 @@ class Config:
     timeouts: Timeouts = field(default_factory=Timeouts)
     paths: Paths = field(default_factory=Paths)
     compare: CompareConfig = field(default_factory=CompareConfig)
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -93,6 +102,8 @@ def _check_value(where: str, key: str, value: Any, typ: Any, f: dataclasses.Fiel
         raise InputError(f"{where}: {key}: {value!r} is not allowed; use one of {', '.join(map(str, choices))}")
     if typ is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
+    if typ is str and isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)         # YAML reads build.arch 9.0 / executor.gpus 2 as numbers
     if typ is list:
         items = f.metadata.get("items", ())
         if not isinstance(value, list) or any(v not in items for v in value):
@@ -143,6 +154,8 @@ def _validate(cfg: Config, where: str) -> None:
                          "input_sets >= 1")
     if not 0 < cfg.compare.tau < 1 or cfg.compare.rerun_rounds_factor < 1:
         raise InputError(f"{where}: compare: need 0 < tau < 1 and rerun_rounds_factor >= 1")
+    if cfg.executor.workers < 1:
+        raise InputError(f"{where}: executor.workers: must be >= 1, got {cfg.executor.workers}")
 
 
 def _parse_override(item: str) -> tuple[list[str], Any]:

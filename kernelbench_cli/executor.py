@@ -1,5 +1,5 @@
-"""Plan jobs (problem x candidate for the device) and run them: parallel builds, then one fresh worker
-per job on the device, each Result appended to the run store the moment it arrives."""
+"""Plan jobs (problem x candidate for the device) and run them: parallel builds, and one fresh worker
+per job on the device (executors/), each Result appended to the run store the moment it arrives."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from . import results as R
-from .build import build_all, build_env, build_parallelism, cache_dir
+from .build import build_env, cache_dir
 from .catalog import Candidate, Catalog, Problem, read_candidate
 from .isolation import run_isolated
 from .results import Result, RunStore
@@ -70,38 +70,9 @@ def file_error_result(job: Job, cfg, device: str) -> Result:
                   message=f"{job.candidate.path}: {job.candidate.file_error}")
 
 
-def build_jobs(jobs: list[Job], cfg, device: str, work_dir: Path, console: Console) -> dict[str, Result]:
-    """Compile every candidate in parallel processes, with a progress bar; {candidate_path: build Result}."""
-    specs = [job.spec(cfg, device) for job in jobs if not job.candidate.file_error]
-    if not specs:
-        return {}
-    with _progress(console) as progress:
-        task = progress.add_task("build", total=len(specs), current="")
-        done = lambda r: progress.update(task, advance=1, current=f"{r.candidate}: {r.build.status}")  # noqa: E731
-        return build_all(specs, cfg, work_dir, device, on_done=done)
-
-
 def execute(jobs: list[Job], cfg, device: str, store: RunStore, console: Console, build_only: bool = False,
             on_result=None) -> list[Result]:
-    builds = build_jobs(jobs, cfg, device, store.dir / "work", console)
-    _, max_jobs = build_parallelism(cfg, 1)
-    env = build_env(cfg, device, max_jobs)
-    results = []
-    with _progress(console) as progress:
-        task = progress.add_task("build" if build_only else "run", total=len(jobs), current="")
-        for i, job in enumerate(jobs):
-            progress.update(task, current=f"{job.problem.key}::{job.candidate.name}")
-            built = builds.get(str(job.candidate.path))
-            if job.candidate.file_error:
-                result = file_error_result(job, cfg, device)
-            elif build_only or built is None or built.status != R.OK:
-                result = built
-            else:
-                result = run_isolated(job.spec(cfg, device), store.dir / "work", f"job-{i}", cfg.timeouts.run_s, env)
-                result.build = built.build          # the build phase saw the real compile (or cache hit)
-            store.append(result)
-            results.append(result)
-            if on_result:
-                on_result(result)
-            progress.update(task, advance=1)
-    return results
+    """Build every candidate once and run each job in a fresh worker, on the executor the config names
+    (executors/: this host's GPUs or CPU workers, or a Ray cluster); Results in job order."""
+    from .executors import run_jobs
+    return run_jobs(jobs, cfg, device, store, console, build_only=build_only, on_result=on_result)

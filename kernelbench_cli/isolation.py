@@ -18,6 +18,7 @@ from .results import Result
 
 STDERR_TAIL_LINES = 25
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+_RUNNING: set = set()     # live workers, so an interrupted parallel run can kill them (kill_running)
 
 
 def worker_env(extra: dict) -> dict:
@@ -47,6 +48,7 @@ def run_isolated(spec: dict, work_dir: Path, tag: str, timeout_s: float, env: di
         proc = subprocess.Popen([sys.executable, "-m", "kernelbench_cli.worker", str(spec_path), str(out_path)],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=worker_env(env), start_new_session=True)
+        _RUNNING.add(proc)
         timed_out = False
         try:
             proc.wait(timeout=timeout_s)
@@ -54,6 +56,7 @@ def run_isolated(spec: dict, work_dir: Path, tag: str, timeout_s: float, env: di
             timed_out = True
         finally:
             _kill_group(proc)
+            _RUNNING.discard(proc)
     wall = time.perf_counter() - start
     result = _read_result(out_path, spec)
     result.stderr_tail = tail(log_path)
@@ -66,6 +69,15 @@ def run_isolated(spec: dict, work_dir: Path, tag: str, timeout_s: float, env: di
         result.message = f"worker {_describe_exit(proc.returncode)} during {result.phase}"
     result.finished_at = time.time()
     return result
+
+
+def kill_running() -> None:
+    """Kill every worker still running (their own sessions do not get the terminal's Ctrl-C)."""
+    for proc in list(_RUNNING):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -54,14 +54,19 @@ def summary(results: list[Result]) -> dict:
     correct = [s for s in speedups if s is not None]
     return {"jobs": len(results), "correct": sum(r.correct for r in results),
             "geomean_speedup": stats.geomean(correct) if correct else None,
-            "fast_1": stats.fast_p(speedups, 1.0)}
+            "fast_1": stats.fast_p(speedups, 1.0),
+            "fast_p": {f"{p:g}": stats.fast_p(speedups, p) for p in FAST_P}}
+
+
+FAST_P = (0.0, 0.5, 1.0, 1.5, 2.0)   # KernelBench's thresholds: fast_0 = correct, fast_1 = correct and faster
 
 
 def summary_line(results: list[Result]) -> str:
     s = summary(results)
     gm = f"{s['geomean_speedup']:.2f}×" if s["geomean_speedup"] else "-"
+    fast = "/".join(f"{v:.2f}" for v in s["fast_p"].values())
     return (f"{s['correct']}/{s['jobs']} correct · geomean speedup {gm} over correct candidates · "
-            f"fast_1 {s['fast_1']:.2f}")
+            f"fast_1 {s['fast_1']:.2f} · fast_p at p={'/'.join(s['fast_p'])}: {fast}")
 
 
 NARROW = 130    # below this many columns the table keeps only what a verdict needs

@@ -77,7 +77,6 @@ def calibrate(device: str) -> dict:
     src = torch.rand(n_copy, device=device)
     dst = torch.empty_like(src)
     copy_ms = _time_ms(lambda: dst.copy_(src), device)
-    del src, dst
     n = CALIBRATE_MATMUL_N[device]
     rates = {}
     modes = [("float32", torch.float32, False), ("tf32", torch.float32, True)] if device == "cuda" else \

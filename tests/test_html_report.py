@@ -102,7 +102,7 @@ def test_html_holds_every_job_escapes_the_log_and_embeds_svg(tmp_path):
     page = render_html(results, source="runs/x/results.jsonl")
     for r in results:
         assert f"{r.problem} · <b>{r.candidate}</b>" in page, r.job_id
-        assert f'<span class="badge' in page and r.status in page
+        assert '<span class="badge' in page and r.status in page
     assert "<b>3 / 7</b>" in page                               # correct / total (the flagged one is not correct)
     assert "integrity check failed: precision" in page and "precision</b> (error)" in page
     assert "fp64 error 8.2x the reference&#x27;s" in page

@@ -2,7 +2,6 @@
 import runpy
 from pathlib import Path
 
-import torch
 import torch.nn as nn
 
 BACKEND = "cpu"   # read statically by the catalog: the extension is loaded through runpy

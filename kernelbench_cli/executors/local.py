@@ -1,0 +1,153 @@
+"""Run jobs on this host: a build pool, and one worker slot per GPU (--gpus) or per CPU worker (--workers)
+fed from one queue.
+
+Each build is a worker process supervised by a thread of the pool (`build.jobs` at a time). When a build
+finishes, its jobs go straight to the run queue on CUDA, so the GPUs measure while other candidates still
+compile. On the CPU backend the queue opens after the last build: a compiler running next to a timed CPU
+job would be timed with it.
+
+A slot is a thread that takes the next job and runs it in a fresh isolated worker. On CUDA a slot owns one
+GPU and its workers see only that one (CUDA_VISIBLE_DEVICES), so two jobs never share a GPU; the slot's
+name goes into Result.env["slot"].
+"""
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import results as R
+from ..build import build_env, build_parallelism
+from ..errors import InputError
+from ..isolation import kill_running, run_isolated
+from ..results import Result
+from ..executor import _progress as progress_bar, file_error_result
+from .common import Collector, as_job_result, build_tag, group_builds, internal_error, record_slot
+
+
+@dataclass(frozen=True)
+class Slot:
+    name: str                                  # gpu0, gpu1, ... or cpu0, cpu1, ...
+    env: dict = field(default_factory=dict)    # added to the worker's environment
+
+
+def _listed() -> list[str] | None:
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return None if listed is None else [d.strip() for d in listed.split(",") if d.strip()]
+
+
+def visible_gpus() -> list[str]:
+    """Device ids this process may use: CUDA_VISIBLE_DEVICES if set, else every GPU the driver reports."""
+    if _listed() is not None:
+        return _listed()
+    import torch   # device_count reads NVML / the driver; it creates no CUDA context
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+def parse_gpus(spec: str, visible: list[str]) -> list[str]:
+    """--gpus all | N (the first N) | I,J (positions among the visible GPUs; "3," is GPU 3 alone)
+    -> the device ids to give one slot each."""
+    spec = str(spec).strip()
+    if not visible:
+        raise InputError(f"--gpus {spec}: no CUDA GPU is visible here")
+    if spec == "all":
+        return list(visible)
+    if "," in spec:
+        try:
+            wanted = [int(s) for s in spec.split(",") if s.strip()]
+        except ValueError:
+            wanted = []
+        bad = [i for i in wanted if not 0 <= i < len(visible)]
+        if not wanted or bad:
+            raise InputError(f"--gpus {spec}: pick GPUs among 0..{len(visible) - 1} (the {len(visible)} visible), "
+                             "e.g. --gpus 0,2")
+        return [visible[i] for i in dict.fromkeys(wanted)]
+    if spec.isdigit() and int(spec) >= 1:
+        if int(spec) > len(visible):
+            raise InputError(f"--gpus {spec}: only {len(visible)} GPU(s) visible; use --gpus all")
+        return visible[:int(spec)]
+    raise InputError(f"--gpus {spec!r}: use all, a count (--gpus 2) or GPU indices (--gpus 0,2)")
+
+
+def make_slots(cfg, device: str) -> list[Slot]:
+    if device == "cuda":
+        if not cfg.executor.gpus:      # default: the one GPU a plain CUDA process would use
+            return [Slot(f"gpu{(_listed() or ['0'])[0]}")]
+        return [Slot(f"gpu{d}", {"CUDA_VISIBLE_DEVICES": d}) for d in parse_gpus(cfg.executor.gpus, visible_gpus())]
+    n = max(1, cfg.executor.workers)
+    if n == 1:
+        return [Slot("cpu0")]
+    # n timed CPU jobs at once: split the cores between them instead of letting each take all of them
+    threads = {} if "OMP_NUM_THREADS" in os.environ else {"OMP_NUM_THREADS": max(1, (os.cpu_count() or 1) // n)}
+    return [Slot(f"cpu{i}", threads) for i in range(n)]
+
+
+def _run(spec: dict, work: Path, tag: str, timeout_s: float, env: dict) -> Result:
+    try:
+        return run_isolated(spec, work, tag, timeout_s, env)
+    except Exception as e:       # e.g. the work dir vanished: report it on this job, keep the batch going
+        return internal_error(spec, e)
+
+
+def execute_local(jobs, cfg, device: str, store, console, build_only: bool = False, on_result=None,
+                  overlap: bool | None = None) -> list[Result]:
+    """Build every candidate once, run each job in a fresh worker on a free slot; Results in job order.
+    `overlap`: start jobs while other candidates build (default: on CUDA only, see the module doc)."""
+    overlap = device == "cuda" if overlap is None else overlap
+    work = store.dir / "work"
+    groups = group_builds(jobs)
+    collector = Collector(jobs, store, on_result)
+    builders, max_jobs = build_parallelism(cfg, len(groups))
+    b_env = build_env(cfg, device, max_jobs)
+    r_env = build_env(cfg, device, build_parallelism(cfg, 1)[1])   # a run compiles only on a cache miss
+    slots = [] if build_only else make_slots(cfg, device)
+    runq: queue.Queue = queue.Queue()
+
+    def slot_loop(slot: Slot) -> None:
+        while (item := runq.get()) is not None:
+            i, built = item
+            result = _run(jobs[i].spec(cfg, device), work, f"job-{i}", cfg.timeouts.run_s, {**r_env, **slot.env})
+            result.build = built.build     # the build phase saw the real compile (or cache hit)
+            record_slot(result, slot.name)
+            collector.finish(i, result)
+
+    with progress_bar(console) as progress:
+        build_bar = progress.add_task("build", total=len(groups), current="")
+        if not build_only:
+            collector.progress, collector.task = progress, progress.add_task("run", total=len(jobs), current="")
+        for i, job in enumerate(jobs):
+            if job.candidate.file_error:
+                collector.finish(i, file_error_result(job, cfg, device))
+        threads = [threading.Thread(target=slot_loop, args=(s,), name=f"kbench-{s.name}", daemon=True) for s in slots]
+        for t in threads:
+            t.start()
+        pool = ThreadPoolExecutor(max_workers=builders, thread_name_prefix="kbench-build")
+        held = []
+        try:
+            futures = {pool.submit(_run, dict(jobs[idx[0]].spec(cfg, device), mode="build"), work,
+                                   build_tag(n, jobs[idx[0]]), cfg.timeouts.build_s, b_env): path
+                       for n, (path, idx) in enumerate(groups.items())}
+            for fut in as_completed(futures):
+                built = fut.result()
+                progress.update(build_bar, advance=1, current=f"{built.candidate}: {built.build.status}")
+                for i in groups[futures[fut]]:
+                    if build_only or built.status != R.OK:
+                        collector.finish(i, as_job_result(built, jobs[i]))
+                    elif overlap:
+                        runq.put((i, built))
+                    else:
+                        held.append((i, built))
+            for item in held + [None] * len(threads):
+                runq.put(item)
+            for t in threads:
+                t.join()
+        except BaseException:         # Ctrl-C: no worker may outlive the run
+            collector.close()
+            pool.shutdown(wait=False, cancel_futures=True)
+            kill_running()
+            raise
+        pool.shutdown()
+    return collector.results()
