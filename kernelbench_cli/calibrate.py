@@ -95,7 +95,7 @@ def suggest_tau(spreads: list[float]) -> float:
 def calibrate(cfg, device: str, problems, out: Console, err: Console) -> int:
     store = RunStore(Path(cfg.paths.runs))
     store.write_config(dict(cfg.to_dict(), aa_calibration=True))
-    jobs = aa_jobs(problems, store.dir / "work")
+    jobs = aa_jobs(problems, store.jobs)
     results = execute(jobs, cfg, device, store, err)
     t = Table(title=f"A/A noise (reference vs itself) · {device} · run {store.run_id}", title_justify="left",
               box=box.SIMPLE_HEAD, pad_edge=False)

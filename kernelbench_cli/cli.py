@@ -169,7 +169,7 @@ def build(problems: List[str] = typer.Argument(None, help="Problems whose candid
     jobs, skipped = plan(catalog, _select(catalog, problems or [], all_), [], dev)
     store = RunStore(Path(cfg.paths.runs))
     results = _run(cfg, dev, jobs, skipped, json, "build", build_only=True, store=store)
-    err.print(f"compile logs, one per candidate: {store.dir / 'work'}/build-*.log", highlight=False)
+    err.print(f"compile logs, one per candidate: {store.jobs}/build-*.log", highlight=False)
     raise typer.Exit(_exit_code(results))
 
 

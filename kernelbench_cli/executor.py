@@ -51,7 +51,7 @@ def run_reference_only(mode: str, problems: list[Problem | None], cfg, device: s
             problem = problem or Problem(Path(""), "device", device)
             progress.update(task, current=problem.key)
             spec = dict(Job(problem, Candidate(Path(""), f"({mode})", "torch")).spec(cfg, device), mode=mode)
-            result = run_isolated(spec, store.dir / "work", f"{mode}-{i}", cfg.timeouts.run_s, env)
+            result = run_isolated(spec, store.jobs, f"{mode}-{i}", cfg.timeouts.run_s, env)
             store.append(result)
             results.append(result)
             progress.update(task, advance=1)

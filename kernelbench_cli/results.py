@@ -129,13 +129,13 @@ def new_run_id() -> str:
 
 
 class RunStore:
-    """runs/<run-id>/: results.jsonl (appended per job), config.json, logs/ (one worker log per job)."""
+    """runs/<run-id>/: results.jsonl (appended per job), config.json, jobs/ (each worker's spec, result and log)."""
 
     def __init__(self, root: Path, run_id: str | None = None):
         self.run_id = run_id or new_run_id()
         self.dir = Path(root) / self.run_id
-        self.logs = self.dir / "logs"
-        self.logs.mkdir(parents=True, exist_ok=True)
+        self.jobs = self.dir / "jobs"
+        self.jobs.mkdir(parents=True, exist_ok=True)
         self.results_file = self.dir / "results.jsonl"
 
     def write_config(self, config: dict) -> None:

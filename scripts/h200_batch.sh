@@ -6,7 +6,7 @@
 # Output: $OUT/log.txt (everything printed), $OUT/bench.json, $OUT/bench.html, $OUT/bench/<run>/results.jsonl,
 # $OUT/quality.json, $OUT/gate.txt, $OUT/ceilings.json.
 set -uo pipefail
-OUT=${OUT:-/tmp/kbench-out}; mkdir -p "$OUT"
+OUT=${OUT:-$(mktemp -d)}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=. KBENCH_CACHE_DIR=$PWD/.kbench-cache COLUMNS=170
 STEPS=${1:-env,calibrate,build,bench}; shift || true
 RUNS=$PWD/.kbench-runs

@@ -312,4 +312,4 @@ def test_calibrate_noise_times_the_reference_against_itself(kbench, tmp_path):
     [r] = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
     assert r["status"] == "ok" and r["candidate"] == "aa" and not [f for f in r["flags"] if f["severity"] == "error"]
     assert r["correctness"]["max_abs_err"] == 0.0 and r["timing"]["rounds"] >= 4
-    assert (run / "work" / "aa-candidates" / "cpu" / "1_Add_ReLU" / "aa.py").is_file()
+    assert (run / "jobs" / "aa-candidates" / "cpu" / "1_Add_ReLU" / "aa.py").is_file()

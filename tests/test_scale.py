@@ -206,7 +206,7 @@ def test_build_for_cuda_without_a_gpu_needs_only_an_arch(kbench):
     doc = json.loads(proc.stdout)
     assert doc["device"] == "cuda" and {r["status"] for r in doc["results"]} <= {"ok", "compile-error"}
     assert "compile logs, one per candidate:" in proc.stderr
-    spec = next((kbench.runs / doc["run_id"] / "work").glob("build-*.spec.json"))
+    spec = next((kbench.runs / doc["run_id"] / "jobs").glob("build-*.spec.json"))
     assert json.loads(spec.read_text())["config"]["build"]["arch"] == "9.0"
 
 

@@ -22,7 +22,7 @@ def group_builds(jobs) -> dict[str, list[int]]:
 
 
 def build_tag(n: int, job) -> str:
-    """Worker log/spec names in runs/<id>/work/: build-003-56_Matmul_Sigmoid_Sum-fast.log."""
+    """Worker log/spec names in runs/<id>/jobs/: build-003-56_Matmul_Sigmoid_Sum-fast.log."""
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{job.problem.stem}-{job.candidate.name}")[:80]
     return f"build-{n:03d}-{name}"
 
@@ -74,6 +74,18 @@ class Collector:
                 self.on_result(result)
             if self.progress is not None:
                 self.progress.update(self.task, advance=1, current=f"{result.job_id}: {result.status}")
+
+    def start(self, progress, n_builds: int, build_only: bool, cfg, device: str):
+        """Add the progress bars and settle the jobs whose file is unusable (they need no build or run);
+        returns the build bar's task."""
+        from ..executor import file_error_result
+        build_bar = progress.add_task("build", total=n_builds, current="")
+        if not build_only:
+            self.progress, self.task = progress, progress.add_task("run", total=len(self.jobs), current="")
+        for i, job in enumerate(self.jobs):
+            if job.candidate.file_error:
+                self.finish(i, file_error_result(job, cfg, device))
+        return build_bar
 
     @property
     def done(self) -> int:

@@ -24,7 +24,7 @@ from ..build import build_env, build_parallelism
 from ..errors import InputError
 from ..isolation import kill_running, run_isolated
 from ..results import Result
-from ..executor import _progress as progress_bar, file_error_result
+from ..executor import _progress as progress_bar
 from .common import Collector, as_job_result, build_tag, group_builds, internal_error, record_slot
 
 
@@ -97,7 +97,7 @@ def execute_local(jobs, cfg, device: str, store, console, build_only: bool = Fal
     """Build every candidate once, run each job in a fresh worker on a free slot; Results in job order.
     `overlap`: start jobs while other candidates build (default: on CUDA only, see the module doc)."""
     overlap = device == "cuda" if overlap is None else overlap
-    work = store.dir / "work"
+    work = store.jobs
     groups = group_builds(jobs)
     collector = Collector(jobs, store, on_result)
     builders, max_jobs = build_parallelism(cfg, len(groups))
@@ -115,12 +115,7 @@ def execute_local(jobs, cfg, device: str, store, console, build_only: bool = Fal
             collector.finish(i, result)
 
     with progress_bar(console) as progress:
-        build_bar = progress.add_task("build", total=len(groups), current="")
-        if not build_only:
-            collector.progress, collector.task = progress, progress.add_task("run", total=len(jobs), current="")
-        for i, job in enumerate(jobs):
-            if job.candidate.file_error:
-                collector.finish(i, file_error_result(job, cfg, device))
+        build_bar = collector.start(progress, len(groups), build_only, cfg, device)
         threads = [threading.Thread(target=slot_loop, args=(s,), name=f"kbench-{s.name}", daemon=True) for s in slots]
         for t in threads:
             t.start()

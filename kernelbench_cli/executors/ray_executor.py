@@ -23,7 +23,6 @@ from pathlib import Path
 from .. import results as R
 from ..build import build_env, build_parallelism, detect_arch
 from ..errors import InputError
-from ..executor import file_error_result
 from ..results import Result
 from .common import Collector, as_job_result, build_tag, group_builds, internal_error, record_slot
 
@@ -113,7 +112,7 @@ def execute_ray(jobs, cfg, device: str, store, console, build_only: bool = False
     build_task = task.options(num_cpus=1, max_retries=0)
     run_on = task.options(num_gpus=1, num_cpus=1, max_retries=0) if device == "cuda" else \
         task.options(num_cpus=1, max_retries=0)
-    work = str(store.dir / "work")
+    work = str(store.jobs)
     groups = group_builds(jobs)
     collector = Collector(jobs, store, on_result)
     b_env = build_env(cfg, device, build_parallelism(cfg, len(groups))[1])
@@ -132,12 +131,7 @@ def execute_ray(jobs, cfg, device: str, store, console, build_only: bool = False
     pending = {}   # ObjectRef -> (kind, key, spec): ("build", candidate path, spec) or ("run", job index, spec)
     built_of: dict[int, Result] = {}
     with _progress(console) as progress:
-        build_bar = progress.add_task("build", total=len(groups), current="")
-        if not build_only:
-            collector.progress, collector.task = progress, progress.add_task("run", total=len(jobs), current="")
-        for i, job in enumerate(jobs):
-            if job.candidate.file_error:
-                collector.finish(i, file_error_result(job, cfg, device))
+        build_bar = collector.start(progress, len(groups), build_only, cfg, device)
         for n, (path, idx) in enumerate(groups.items()):
             job = jobs[idx[0]]
             spec = dict(job.spec(cfg, device), mode="build")
