@@ -17,8 +17,7 @@ from . import scale
 from .catalog import Catalog, read_candidate
 from .config import load_config
 from .errors import InputError
-from .executor import execute, plan
-from .executor import run_reference_only
+from .executor import execute, plan, run_reference_only
 from .report import render, to_json
 from .results import RunStore
 
