@@ -173,23 +173,12 @@ def load_baseline_file(path: Path) -> Snapshot:
     return Snapshot(str(path), doc.get("env") or {}, jobs, doc.get("run_id", ""))
 
 
-def resolve_run(spec: str | Path, runs_root: str | Path) -> Path:
-    """A run id under runs_root, a run directory or a results.jsonl -> the results file."""
-    p = Path(spec)
-    for cand in (p, Path(runs_root) / str(spec)):
-        if cand.is_dir() and (cand / "results.jsonl").is_file():
-            return cand / "results.jsonl"
-        if cand.is_file() and cand.suffix == ".jsonl":
-            return cand
-    raise InputError(f"{spec}: not a run: pass a run id under {runs_root}/, a run directory or a results.jsonl")
-
-
 def load_snapshot(spec: str | Path, runs_root: str | Path) -> Snapshot:
     """A baseline file (.json), or a run (id, directory or results.jsonl)."""
     p = Path(spec)
     if p.is_file() and p.suffix == ".json":
         return load_baseline_file(p)
-    path = resolve_run(spec, runs_root)
+    path = R.resolve_run(spec, runs_root)
     return snapshot_from_results(R.load_results(path), str(path))
 
 

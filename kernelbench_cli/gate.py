@@ -21,7 +21,7 @@ from .results import RunStore
 
 
 def resumed_store(spec: str, runs_root: str) -> RunStore:
-    results_file = B.resolve_run(spec, runs_root)
+    results_file = R.resolve_run(spec, runs_root)
     return RunStore(results_file.parent.parent, results_file.parent.name)
 
 
@@ -133,7 +133,7 @@ def bench_gate(cfg, device: str, jobs: list, skipped: list, as_json: bool, run, 
 
 def save_baseline_cmd(cfg, run: str, file: Path | None, out: Console) -> Path:
     """`kbench baseline save RUN [--file FILE]`."""
-    results_file = B.resolve_run(run, cfg.paths.runs)
+    results_file = R.resolve_run(run, cfg.paths.runs)
     snap = B.snapshot_from_results(R.load_results(results_file), str(results_file))
     if not snap.jobs:
         raise InputError(f"{results_file}: the run recorded no jobs; nothing to save")

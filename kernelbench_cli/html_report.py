@@ -15,7 +15,6 @@ candidate time against reference time instead. `_roofline_data` is the only plac
 """
 from __future__ import annotations
 
-import difflib
 import html
 import io
 import math
@@ -31,7 +30,7 @@ from . import results as R
 from . import stats
 from .errors import InputError
 from .report import fmt_time, render, summary_line
-from .results import Result, load_results
+from .results import Result, load_results, resolve_run
 
 FAST_P = (0.0, 0.5, 1.0, 1.5, 2.0)
 FASTER, SLOWER, UNSURE, FAILED = "#2e7d32", "#c62828", "#78909c", "#8e24aa"
@@ -43,27 +42,13 @@ esc = html.escape
 
 # ---------------------------------------------------------------------------------------------- loading
 
-def resolve_run(arg: str, runs_root: Path) -> Path:
-    """RUN as a results.jsonl path, a run directory, or a run id under runs_root."""
-    for p in (Path(arg), Path(runs_root) / arg):
-        if p.is_file() or (p.is_dir() and (p / "results.jsonl").is_file()):
-            return p
-        if p.is_dir():
-            raise InputError(f"{p}: run directory without a results.jsonl (did the run record any job?)")
-    known = sorted(d.name for d in Path(runs_root).glob("*") if (d / "results.jsonl").is_file())
-    close = difflib.get_close_matches(arg, known, n=3, cutoff=0.5)
-    hint = f"; did you mean {', '.join(close)}?" if close else (f"; latest: {known[-1]}" if known else "")
-    raise InputError(f"unknown run {arg!r}: not a run id under {runs_root}/, a run directory or a "
-                     f"results.jsonl{hint}")
-
-
 def load_run(arg: str, runs_root: Path) -> tuple[Path, list[Result]]:
     path = resolve_run(arg, runs_root)
     try:
         results = load_results(path)
     except (ValueError, TypeError, KeyError) as e:    # a truncated line, or a file that is not ours
         raise InputError(f"{path}: not a kbench results file ({type(e).__name__}: {e})") from None
-    return (path / "results.jsonl" if path.is_dir() else path), results
+    return path, results
 
 
 def _run_label(path: Path, results: list[Result]) -> str:

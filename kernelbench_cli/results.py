@@ -6,10 +6,13 @@ appends it to the run file as soon as the job ends, report and compare read it b
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .errors import InputError
 
 # Status values, in pipeline order. Only "ok" counts as correct.
 OK = "ok"
@@ -151,11 +154,26 @@ class RunStore:
         return load_results(self.results_file)
 
 
+def resolve_run(spec: str | Path, runs_root: str | Path) -> Path:
+    """A run id under runs_root, a run directory or a results.jsonl -> the results file."""
+    for p in (Path(spec), Path(runs_root) / str(spec)):
+        if p.is_file():
+            return p
+        if p.is_dir():
+            if (p / "results.jsonl").is_file():
+                return p / "results.jsonl"
+            raise InputError(f"{p}: run directory without a results.jsonl (did the run record any job?)")
+    known = sorted(d.name for d in Path(runs_root).glob("*") if (d / "results.jsonl").is_file())
+    close = difflib.get_close_matches(str(spec), known, n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else (f"; latest: {known[-1]}" if known else "")
+    raise InputError(f"unknown run {str(spec)!r}: not a run id under {runs_root}/, a run directory or a "
+                     f"results.jsonl{hint}")
+
+
 def load_results(path: Path) -> list[Result]:
     path = Path(path)
     if path.is_dir():
         path = path / "results.jsonl"
     if not path.is_file():
-        from .errors import InputError
         raise InputError(f"{path}: no results file; pass a run directory or a results.jsonl")
     return [Result.from_dict(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
