@@ -233,11 +233,16 @@ def check_suspicious_speed(speedup: float | None, floor_ms: float | None = None,
 LIBRARY_SHARE_WARN = 0.5
 
 
+# Attribute macros that may sit between __global__ and the kernel's name, each with a parenthesised argument.
+_KERNEL_ATTRS = re.compile(r"\b__(?:launch_bounds|cluster_dims|maxnreg|grid_constant)__\s*\((?:[^()]|\([^()]*\))*\)")
+
+
 def kernel_names(cuda_sources: list[str]) -> set[str]:
     """__global__ function names in the candidate's CUDA sources (profiler kernel names contain them)."""
     names = set()
     for src in cuda_sources:
-        names.update(re.findall(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?[\w:<>\s\*&]*?\b(\w+)\s*\(", src))
+        src = _KERNEL_ATTRS.sub(" ", src)
+        names.update(m.group(1) for m in re.finditer(r"__global__\b[^;{()]*?\b(\w+)\s*\(", src))
     return names
 
 

@@ -123,3 +123,17 @@ def test_result_round_trips_through_json():
     r.correctness.passed = 3
     back = Result.from_dict(json.loads(r.to_json()))
     assert back == r
+
+
+def test_kernel_names_see_past_attribute_macros():
+    from kernelbench_cli.integrity import kernel_names
+    src = """
+    __global__ void plain(float* y) {}
+    template <bool CHECK>
+    __global__ void __launch_bounds__(BT * BT) tiled(const float* x, int64_t n) {}
+    __global__ void __launch_bounds__(THREADS, 1)
+    two_line(const float* __restrict__ x) {}
+    __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(max(64, N)) clustered(float* y) {}
+    extern "C" __global__ __launch_bounds__(256) void attrs_first(float* y) {}
+    """
+    assert kernel_names([src]) == {"plain", "tiled", "two_line", "clustered", "attrs_first"}
