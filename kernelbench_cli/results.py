@@ -75,7 +75,8 @@ class Timing:
     ref_rounds_ms: list = field(default_factory=list)    # per-round medians, for later statistics
     cand_rounds_ms: list = field(default_factory=list)
     stop_reason: str = ""       # ci-target | budget | max-rounds
-    throttled_rounds: int = 0   # rounds dropped because NVML reported power/thermal throttling
+    throttled_rounds: int = 0   # rounds taken while NVML reported power/thermal throttling
+    throttled_kept: bool = False  # too few clean rounds: throttled ones kept (both sides of a round share the cap)
     ref_host_ms: float | None = None    # synchronised wall time per call (launch overhead, side streams)
     cand_host_ms: float | None = None
 

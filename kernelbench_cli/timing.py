@@ -86,9 +86,18 @@ class Sampler:
             n += 1
 
 
+def usable(rounds: list, min_rounds: int) -> list:
+    """Rounds to decide on: the unthrottled ones while there are at least min_rounds of them, else all.
+    A heavy tensor-core kernel can run at the power cap for the whole job; both sides of a paired round
+    then share the cap, so keeping those rounds is fair, and dropping them would leave no measurement."""
+    clean = [rd for rd in rounds if not rd[2]]
+    return clean if len(clean) >= min_rounds else rounds
+
+
 def measure(ref, cand, input_sets, cfg, device: str, throttled=None) -> Timing:
     """cfg is the TimingConfig. Both callables are run under no_grad by the caller. `throttled()`, when
-    given, says whether the GPU is being slowed by power or heat; such rounds are dropped and counted."""
+    given, says whether the GPU is being slowed by power or heat; such rounds are counted and dropped
+    (see usable)."""
     sampler = Sampler(device, cfg)
     sampler.warmup(ref, input_sets, cfg.warmup_calls, cfg.warmup_ms)
     sampler.warmup(cand, input_sets, cfg.warmup_calls, cfg.warmup_ms)
@@ -103,7 +112,7 @@ def measure(ref, cand, input_sets, cfg, device: str, throttled=None) -> Timing:
         got = {name: sampler.sample(fn, input_sets, n, offset=r * n, refresh=cfg.refresh_inputs)
                for name, fn in sides}
         rounds.append((got["ref"], got["cand"], throttled is not None and throttled()))
-        ratios = [stats.median(a) / max(stats.median(b), 1e-9) for a, b, hot in rounds if not hot]
+        ratios = [stats.median(a) / max(stats.median(b), 1e-9) for a, b, _ in usable(rounds, cfg.min_rounds)]
         if len(ratios) >= cfg.min_rounds:
             lo, hi = stats.bootstrap_geomean_ci(ratios, cfg.bootstrap)
             if (hi - lo) / 2 / stats.geomean(ratios) <= cfg.ci_target:
@@ -114,8 +123,9 @@ def measure(ref, cand, input_sets, cfg, device: str, throttled=None) -> Timing:
                 break
     else:
         timing.stop_reason = "max-rounds"
-    kept = [rd for rd in rounds if not rd[2]] or rounds     # all throttled: keep them rather than nothing
+    kept = usable(rounds, cfg.min_rounds)
     timing.throttled_rounds = sum(rd[2] for rd in rounds)
+    timing.throttled_kept = any(rd[2] for rd in kept)
     timing.ref_rounds_ms = [stats.median(a) for a, _, _ in kept]
     timing.cand_rounds_ms = [stats.median(b) for _, b, _ in kept]
     ratios = [a / max(b, 1e-9) for a, b in zip(timing.ref_rounds_ms, timing.cand_rounds_ms)]

@@ -32,7 +32,14 @@ def test_throttled_rounds_are_dropped_and_counted():
                        ci_target=0.0, budget_s=60, refresh_inputs=False)
     pattern = itertools.cycle([False, True])       # every second round "throttled"
     t = measure(sleeper(1.0), sleeper(1.0), [[]], cfg, "cpu", throttled=lambda: next(pattern))
-    assert t.throttled_rounds == 3 and t.rounds == 3 and t.stop_reason == "max-rounds"
+    assert t.throttled_rounds == 3 and t.rounds == 3 and t.stop_reason == "max-rounds" and not t.throttled_kept
+
+
+def test_a_kernel_at_the_power_cap_throughout_keeps_its_paired_rounds():
+    cfg = TimingConfig(warmup_calls=1, warmup_ms=0, samples_per_round=1, min_rounds=3, max_rounds=6,
+                       ci_target=0.0, budget_s=60, refresh_inputs=False)
+    t = measure(sleeper(1.0), sleeper(1.0), [[]], cfg, "cpu", throttled=lambda: True)
+    assert t.throttled_rounds == 6 and t.rounds == 6 and t.throttled_kept
 
 
 def test_refresh_changes_contents_in_place_but_keeps_values():
