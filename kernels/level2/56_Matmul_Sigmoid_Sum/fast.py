@@ -156,6 +156,16 @@ gemm_tf32_bf16corr_sigmoid_rowsum(const float* __restrict__ x, const float* __re
         const float* Bs = As + BM * BKP;
         const uint32_t a_base = smem_u32(As + a_row * BKP + a_col);
         const uint32_t b_base = smem_u32(Bs + b_row * BKP + b_col);
+        // This stage's products go to a zeroed tile first, then one IEEE add into acc: the tensor core's
+        // own accumulation is not round-to-nearest, and over all of K (4096 k8 steps here) its bias
+        // reaches ~1e-4 absolute, 100x the fp32 reference's error in the row sums.
+        float part[4][4][4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int c = 0; c < 4; ++c) part[i][j][c] = 0.f;
 #pragma unroll
         for (int kk = 0; kk < BK; kk += 8) {
             // B fragment (tf32 m16n8k8): b0 = W[n=g][k=t], b1 = W[g][t+4].
@@ -191,11 +201,17 @@ gemm_tf32_bf16corr_sigmoid_rowsum(const float* __restrict__ x, const float* __re
                 ac[3] = pack_bf16(al[1], al[3]);
 #pragma unroll
                 for (int nt = 0; nt < 4; ++nt) {
-                    mma_bf16(acc[mt][nt], ac, bc[nt]);   // x.W_lo + x_lo.W (small terms first)
-                    mma_tf32(acc[mt][nt], ah, bh[nt]);   // x_hi.W_hi
+                    mma_bf16(part[mt][nt], ac, bc[nt]);   // x.W_lo + x_lo.W (small terms first)
+                    mma_tf32(part[mt][nt], ah, bh[nt]);   // x_hi.W_hi
                 }
             }
         }
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int c = 0; c < 4; ++c) acc[i][j][c] += part[i][j][c];
     }
     cp_async_wait<0>();
     __syncthreads();
