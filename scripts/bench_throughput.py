@@ -82,6 +82,8 @@ def main() -> None:
                                                               "candidate, at most 8)")
     ap.add_argument("--budget-s", type=float, default=2.0, help="timing.budget_s per job (default 2)")
     ap.add_argument("--arch", default="9.0", help="build.arch (default 9.0, H100/H200)")
+    ap.add_argument("--cache", type=Path, help="build cache for steps 2-3 (default: the pool's); one that already "
+                                               "holds the run set makes step 2 a cache check")
     args = ap.parse_args()
 
     started = time.perf_counter()
@@ -108,7 +110,7 @@ def main() -> None:
         report["build"] = builds
         report["build"]["pool_speedup"] = round(builds["serial"]["wall_s"] / builds["pool"]["wall_s"], 2)
 
-        cache = tmp / "cache-pool"
+        cache = args.cache or tmp / "cache-pool"
         wall, _, _ = kbench(["build", *run_set, *common], cache, runs)
         report["warm_build_s"] = round(wall, 1)
         bench = {}

@@ -1,59 +1,79 @@
 #!/usr/bin/env bash
-# One batch of GPU work on the lent H200, run from the repo root:
+# One batch of GPU work on the lent H200 host (one or two GPUs), run from the repo root:
 #   bash scripts/h200_batch.sh STEPS [BENCH_ARGS...]
-# STEPS, comma-separated: env, check (cold then warm), calibrate, build (with the GPU tests alongside),
-# bench, quality (scripts/bench_timing_quality.py), gate (baseline save / rerun / slowed rerun).
-# Output: $OUT/log.txt (everything printed), $OUT/bench.json, $OUT/bench.html, $OUT/bench/<run>/results.jsonl,
-# $OUT/quality.json, $OUT/gate.txt, $OUT/ceilings.json.
+# STEPS, comma-separated, run in this order:
+#   env        GPUs, driver, torch
+#   build      kbench build --all (pool), with the GPU tests alongside (on the second GPU when there is one)
+#   calibrate  device ceilings (copy bandwidth, matmul rates) -> ceilings.json
+#   seeds      kbench check of the two seed problems (issue 6), one per GPU when there are two
+#   bench      kbench bench --all on every GPU, eager + torch.compile baselines, SOL column
+#   quality    scripts/bench_timing_quality.py (A/A, repeatability in 3 processes, ncu agreement)
+#   gate       baseline save / unchanged rerun / rerun with one candidate slowed 2x (issue 5)
+#   throughput scripts/bench_throughput.py (1 vs 2 GPUs, build pool vs serial; issue 8), args in $THROUGHPUT_ARGS
+# Everything printed goes to $OUT/log.txt; every other artifact to $OUT/art/ (the caller tars it: the
+# device returns at most 8 files).
 set -uo pipefail
-OUT=${OUT:-$(mktemp -d)}; mkdir -p "$OUT"
+OUT=${OUT:-$(mktemp -d)}; ART=$OUT/art; mkdir -p "$ART"
 export PYTHONUNBUFFERED=1 PYTHONPATH=. KBENCH_CACHE_DIR=$PWD/.kbench-cache COLUMNS=170
-STEPS=${1:-env,calibrate,build,bench}; shift || true
+STEPS=${1:-env,build,calibrate,bench}; shift || true
 RUNS=$PWD/.kbench-runs
 CEIL="--set paths.ceilings=$PWD/.kbench-ceilings"
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+LAST=$(( NGPU > 1 ? 1 : 0 ))   # the GPU side work uses
 exec > >(tee -a "$OUT/log.txt") 2>&1
 kb() { python3 -m kernelbench_cli "$@"; }
 timed() { local t0; t0=$(date +%s%N); "$@"; local rc=$?
-  echo "WALL $(( ($(date +%s%N) - t0) / 1000000 )) ms (rc $rc): $*"; }
+  echo "WALL $(( ($(date +%s%N) - t0) / 1000000 )) ms (rc $rc): $*" >&2; }   # stderr: stdout may be a JSON file
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
+run_id() { python3 -c "import json,sys;print(json.load(open(sys.argv[1]))['run_id'])" "$1"; }
 
 if has env; then
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
-  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; nproc
-fi
-if has check; then   # cold (empty build cache) then warm
-  rm -rf "$KBENCH_CACHE_DIR"
-  timed kb check level2/101_LayoutMix_FakeInt8_Linear --out "$RUNS" | tail -4
-  timed kb check level2/101_LayoutMix_FakeInt8_Linear --out "$RUNS"
-fi
-if has calibrate; then
-  timed kb calibrate $CEIL --out "$RUNS" && cp .kbench-ceilings/*.json "$OUT/ceilings.json"
+  nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
+  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'gpus', torch.cuda.device_count())"
+  nproc
 fi
 if has build; then
-  timed python3 -m pytest -m gpu -q tests/test_gpu.py > "$OUT/pytest_gpu.txt" 2>&1 &
+  CUDA_VISIBLE_DEVICES=$LAST timed python3 -m pytest -m gpu -q tests/test_gpu.py > "$ART/pytest_gpu.txt" 2>&1 &
   tests_pid=$!
-  timed kb build --all --out "$RUNS" --set build.jobs=16 | tail -8
+  timed kb build --all --out "$RUNS" --set build.jobs="$(nproc)" | tail -8
   # wait for the tests only: a bare `wait` would also wait for the tee behind `exec >` and never return
-  wait "$tests_pid"; tail -25 "$OUT/pytest_gpu.txt"
+  wait "$tests_pid"; tail -25 "$ART/pytest_gpu.txt"
+fi
+if has calibrate; then
+  CUDA_VISIBLE_DEVICES=0 timed kb calibrate $CEIL --out "$RUNS" && cp .kbench-ceilings/*.json "$ART/ceilings.json"
+fi
+if has seeds; then
+  seed() {  # $1 GPU, $2 problem, $3 file stem
+    CUDA_VISIBLE_DEVICES=$1 timed kb check "$2" --out "$ART/seeds" --baselines eager,compile $CEIL --json \
+      > "$ART/check-$3.json"; }
+  seed 0 level2/56_Matmul_Sigmoid_Sum 56 &
+  pid56=$!
+  if (( NGPU > 1 )); then seed 1 level2/101_LayoutMix_FakeInt8_Linear 101; wait "$pid56"
+  else wait "$pid56"; seed 0 level2/101_LayoutMix_FakeInt8_Linear 101; fi
+  for j in "$ART"/check-*.json; do kb report "$ART/seeds/$(run_id "$j")" 2>&1 | tail -30; done
 fi
 if has bench; then
-  timed kb bench --all --out "$OUT/bench" $CEIL --json --html "$OUT/bench.html" "$@" > "$OUT/bench.json"
+  timed kb bench --all --gpus all --baselines eager,compile --out "$ART/bench" $CEIL --json \
+    --html "$ART/bench.html" --set timeouts.run_s=150 "$@" > "$ART/bench.json"
 fi
 if has quality; then
-  timed python3 scripts/bench_timing_quality.py --out "$RUNS/quality" \
+  CUDA_VISIBLE_DEVICES=0 timed python3 scripts/bench_timing_quality.py --out "$RUNS/quality" \
     --aa level1/5_RMSNorm level1/8_Transpose level2/3_ResidualAdd_RMSNorm level2/56_Matmul_Sigmoid_Sum \
     --repeat level1/8_Transpose=kernels/level1/8_Transpose/tiled64.py \
     --ncu level1/8_Transpose=kernels/level1/8_Transpose/tiled64.py -- --set timing.budget_s=6
-  cp "$RUNS/quality/timing_quality.json" "$OUT/quality.json"
+  cp "$RUNS/quality/timing_quality.json" "$ART/quality.json"
 fi
 if has gate; then   # issue 5's GPU check on three problems: unchanged rerun passes, a slowed candidate fails
   G="level1/5_RMSNorm level1/8_Transpose level2/3_ResidualAdd_RMSNorm"
-  timed kb bench $G --out "$RUNS/gate" --config configs/ci.yaml --json > "$RUNS/gate-base.json"
-  base=$(python3 -c "import json;print(json.load(open('$RUNS/gate-base.json'))['run_id'])")
-  kb baseline save "$RUNS/gate/$base" --out "$RUNS/gate" 2>&1 | tail -2
-  timed kb bench $G --out "$RUNS/gate" --config configs/ci.yaml --baseline auto --fail-on-regression 2>&1 | tee "$OUT/gate.txt" | tail -20
-  slow=kernels/level1/8_Transpose/tiled64.py; cp $slow $RUNS/slow.bak
+  GATE="--out $ART/gate --config configs/ci.yaml --gpus all"
+  timed kb bench $G $GATE --json > "$ART/gate-base.json"
+  kb baseline save "$ART/gate/$(run_id "$ART/gate-base.json")" --config configs/ci.yaml 2>&1 | tail -2
+  timed kb bench $G $GATE --baseline auto --fail-on-regression 2>&1 | tee "$ART/gate.txt" | tail -20
+  slow=kernels/level1/8_Transpose/tiled64.py; cp $slow "$RUNS/slow.bak"
   printf '\n_fwd = ModelNew.forward\nModelNew.forward = lambda self, *a: (_fwd(self, *a), _fwd(self, *a))[1]  # deliberately 2x slower\n' >> $slow
-  timed kb bench $G --out "$RUNS/gate" --config configs/ci.yaml --baseline auto --fail-on-regression 2>&1 | tee -a "$OUT/gate.txt" | tail -20
-  cp $RUNS/slow.bak $slow; cp results/baselines/*.json "$OUT/" 2>/dev/null
+  timed kb bench $G $GATE --baseline auto --fail-on-regression 2>&1 | tee -a "$ART/gate.txt" | tail -20
+  cp "$RUNS/slow.bak" $slow; cp results/baselines/*.json "$ART/" 2>/dev/null
+fi
+if has throughput; then
+  timed python3 scripts/bench_throughput.py --out "$ART/throughput.json" --cache "$KBENCH_CACHE_DIR" ${THROUGHPUT_ARGS:-}
 fi
