@@ -21,7 +21,7 @@ from . import results as R
 from .catalog import read_candidate
 from .errors import InputError
 from .executor import Job, execute
-from .report import fmt_time
+from .report import fmt_time, to_json
 from .results import RunStore
 
 SAFETY = 3.0
@@ -92,7 +92,7 @@ def suggest_tau(spreads: list[float]) -> float:
     return max(0.01, math.ceil(SAFETY * worst * 100 - 1e-9) / 100)
 
 
-def calibrate(cfg, device: str, problems, out: Console, err: Console) -> int:
+def calibrate(cfg, device: str, problems, out: Console, err: Console, as_json: bool = False) -> int:
     store = RunStore(Path(cfg.paths.runs))
     store.write_config(dict(cfg.to_dict(), aa_calibration=True))
     jobs = aa_jobs(problems, store.jobs)
@@ -123,4 +123,6 @@ def calibrate(cfg, device: str, problems, out: Console, err: Console) -> int:
                   f"(>= {SAFETY:g}x the spread). Current tau {cfg.compare.tau:g} is {verdict}.", highlight=False)
         out.print(f"Set it in the CI config (configs/ci.yaml):  compare: {{tau: {tau:g}}}  or pass --tau {tau:g}",
                   highlight=False)
+    if as_json:   # the run's results document (stdout), as bench --json gives it
+        print(to_json(results, store.run_id, device))
     return 1 if failed else 0

@@ -267,13 +267,13 @@ def compare(base: str = typer.Argument(..., help="Baseline file, or a run (id, d
 @app.command("calibrate-noise")
 def calibrate_noise(problems: List[str] = typer.Argument(None, help="Problems to time against themselves (or --all)."),
                     all_: bool = typer.Option(False, "--all", help="Every problem with a candidate for the device."),
-                    config: Optional[Path] = ConfigOpt, device: Optional[str] = DeviceOpt,
+                    config: Optional[Path] = ConfigOpt, device: Optional[str] = DeviceOpt, json: bool = JsonOpt,
                     out: Optional[Path] = OutOpt, set_: List[str] = typer.Option([], "--set", help=SetOpt.help)):
     """Time each reference against itself (A/A) and suggest compare.tau (>= 3x the observed noise)."""
     from .calibrate import calibrate, default_problems
     cfg, dev, catalog = _setup(config, device, out, set_)
     probs = default_problems(catalog, dev) if all_ and not problems else _select(catalog, problems or [], all_)
-    raise typer.Exit(calibrate(cfg, dev, probs, Console(), err))
+    raise typer.Exit(calibrate(cfg, dev, probs, err if json else Console(), err, json))
 
 
 def main() -> None:

@@ -119,9 +119,14 @@ def check_inputs_unchanged(pristine, used) -> str | None:
     return None
 
 
-def compare(ref_out, cand_out, atol: float, rtol: float) -> dict:
-    """Element-wise comparison: NaN/Inf positions must match, then |c - r| <= atol + rtol * |r|."""
-    stats = {"max_abs": 0.0, "max_rel": 0.0, "mismatches": 0, "reason": None}
+def compare(ref_out, cand_out, atol: float, rtol: float, oracle=None) -> dict:
+    """Element-wise comparison: NaN/Inf positions must match, then |c - r| <= atol + rtol * |r|.
+    With `oracle` (the reference run in float64), an element also passes when the candidate is within
+    tolerance of float64 widened by the reference's own error there, |c - o| <= atol + rtol * |o| + |r - o|:
+    where fp32 rounding makes the reference itself miss by more than the tolerance (long dot products),
+    a candidate at least as close to the true value is not wrong. Elsewhere the bar is unchanged."""
+    stats = {"max_abs": 0.0, "max_rel": 0.0, "mismatches": 0, "reason": None, "oracle_passed": 0}
+    oracles = tensors(oracle) if oracle is not None else []
     for i, (r, c) in enumerate(zip(tensors(ref_out), tensors(cand_out))):
         if not (r.is_floating_point() or r.is_complex()):
             bad = int((r != c).sum())
@@ -141,6 +146,11 @@ def compare(ref_out, cand_out, atol: float, rtol: float) -> dict:
             stats["max_abs"] = max(stats["max_abs"], float(diff.max()))
             stats["max_rel"] = max(stats["max_rel"], float((diff / r64.abs().clamp_min(atol)).max()))
         close = diff <= atol + rtol * r64.abs().where(finite, torch.zeros_like(r64))
+        if i < len(oracles) and oracles[i].shape == r.shape:
+            o = oracles[i].to(r64.device, torch.float64)
+            by_oracle = (c64 - o).abs() <= atol + rtol * o.abs() + (r64 - o).abs()
+            stats["oracle_passed"] += int((by_oracle & ~close & finite).sum())
+            close = close | by_oracle
         bad = int((~close & finite).sum())
         stats["mismatches"] += bad
         if bad and not stats["reason"]:
@@ -156,6 +166,12 @@ def rel_l2(out, oracle) -> float:
 
 
 def oracle_errors(ref, inputs, ref_out, cand_out) -> tuple[float, float] | None:
+    """Norm-wise errors of the reference's and the candidate's outputs against the float64 oracle."""
+    oracle = oracle_outputs(ref, inputs, ref_out)
+    return None if oracle is None else (rel_l2(ref_out, oracle), rel_l2(cand_out, oracle))
+
+
+def oracle_outputs(ref, inputs, ref_out):
     """Run the reference in float64 (in place, then back: fp32 -> fp64 -> fp32 is exact) on the same inputs."""
     # Module.double() converts floating parameters and buffers only (masks, indices stay); the way back is
     # exact when they all share one floating dtype.
@@ -173,7 +189,17 @@ def oracle_errors(ref, inputs, ref_out, cand_out) -> tuple[float, float] | None:
     finally:
         if original is not None:
             ref.to(original)
-    return rel_l2(ref_out, oracle), rel_l2(cand_out, oracle)
+    return oracle
+
+
+def judge(ref, inputs, ref_out, cand_out, tol: float) -> dict:
+    """compare() against the reference; on a miss, again with the float64 oracle (see compare)."""
+    stats = compare(ref_out, cand_out, tol, tol)
+    if stats["reason"] is not None:
+        oracle = oracle_outputs(ref, inputs, ref_out)
+        if oracle is not None:
+            stats = compare(ref_out, cand_out, tol, tol, oracle)
+    return stats
 
 
 def poison_free_memory(device: str, nbytes: int) -> None:
@@ -224,7 +250,8 @@ def run_trials(problem, ref, cand, weights: str, cfg, device: str, dtype: torch.
             result.detail = result.detail or f"trial {trial}: {reason}"
             break
         flags.add(maybe_flag("input-mutated", check_inputs_unchanged(inputs, cand_in)))
-        stats = compare(ref_out, cand_out, tolerance, tolerance)
+        stats = judge(ref, inputs, ref_out, cand_out, tolerance)
+        result.oracle_passed += stats["oracle_passed"]
         result.max_abs_err = max(result.max_abs_err, stats["max_abs"])
         result.max_rel_err = max(result.max_rel_err, stats["max_rel"])
         result.mismatches += stats["mismatches"]
@@ -257,7 +284,7 @@ def recheck_timed_inputs(problem, ref, cand, input_sets, seed: int, device: str,
             synchronize(device)
             with tf32_off():
                 ref_out = ref(*fresh)
-        reason = check_output_types(ref_out, cand_out) or compare(ref_out, cand_out, tol, tol)["reason"]
+        reason = check_output_types(ref_out, cand_out) or judge(ref, fresh, ref_out, cand_out, tol)["reason"]
         if reason:
             return f"timed input set {i} refilled in place: {reason}"
     return None

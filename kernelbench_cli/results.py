@@ -56,6 +56,7 @@ class Correctness:
     max_abs_err: float = 0.0
     max_rel_err: float = 0.0
     mismatches: int = 0         # elements outside tolerance, summed over trials
+    oracle_passed: int = 0      # elements outside tolerance of the reference but as close to float64 as it
     weights: str = ""           # state_dict | seed (how the candidate got the reference's parameters)
     oracle_err_ref: float | None = None    # ||ref - fp64|| / ||fp64||
     oracle_err_cand: float | None = None   # ||cand - fp64|| / ||fp64||

@@ -30,12 +30,16 @@ def count(ref, inputs, outputs) -> dict:
     nbytes = lambda ts: sum(t.numel() * t.element_size() for t in ts if isinstance(t, torch.Tensor))  # noqa: E731
     state = list(ref.parameters()) + list(ref.buffers())
     outs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
-    return {"flops": int(counter.get_total_flops()), "bytes": int(nbytes(inputs) + nbytes(state) + nbytes(outs))}
+    # The matmul ceiling to use is the operands' dtype (a bf16 problem under a float32 run stays bf16).
+    floats = [t for t in inputs if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    dtype = str(max(floats, key=torch.Tensor.numel).dtype).removeprefix("torch.") if floats else None
+    return {"flops": int(counter.get_total_flops()), "bytes": int(nbytes(inputs) + nbytes(state) + nbytes(outs)),
+            "dtype": dtype}
 
 
 def floor(work: dict, ceilings: dict, dtype: str) -> dict:
-    """Floor time (ms) and which resource bounds it."""
-    rate = ceilings["matmul_tflops"].get(dtype) or ceilings["matmul_tflops"]["float32"]
+    """Floor time (ms) and which resource bounds it; `dtype` (the run's) is used when the work has none."""
+    rate = ceilings["matmul_tflops"].get(work.get("dtype") or dtype) or ceilings["matmul_tflops"]["float32"]
     compute_ms = work["flops"] / (rate * 1e12) * 1e3
     memory_ms = work["bytes"] / (ceilings["copy_gbps"] * 1e9) * 1e3
     return {**work, "floor_ms": max(compute_ms, memory_ms), "bound": "compute" if compute_ms > memory_ms else "memory"}

@@ -137,3 +137,14 @@ def test_kernel_names_see_past_attribute_macros():
     extern "C" __global__ __launch_bounds__(256) void attrs_first(float* y) {}
     """
     assert kernel_names([src]) == {"plain", "tiled", "two_line", "clustered", "attrs_first"}
+
+
+def test_a_candidate_closer_to_fp64_than_the_reference_is_not_wrong():
+    # Reference (x + 1e4) - 1e4 in fp32 loses ~1e-3; the candidate returns x exactly (the fp64 answer).
+    x = torch.rand(1000, dtype=torch.float64)
+    ref, oracle = ((x.float() + 1e4) - 1e4), x
+    exact, wrong = x.float(), x.float() + 2e-3
+    assert compare(ref, exact, 1e-4, 1e-4)["reason"] is not None            # fails against fp32 alone
+    ok = compare(ref, exact, 1e-4, 1e-4, oracle)
+    assert ok["reason"] is None and ok["oracle_passed"] > 0
+    assert compare(ref, wrong, 1e-4, 1e-4, oracle)["reason"] is not None    # further from fp64 than ref: wrong
