@@ -11,7 +11,8 @@ even), clamp, * scale, alpha * x_q + (1 - alpha) * x with every product/sum roun
 contraction), and does the 8 x 128 x 128 matvec from shared memory; the mixed tensor never hits memory.
 Floor: eager 92 us is launch-bound; data is only 256 KB x + 64 KB W + 256 KB out (~0.2 us at HBM speed),
 so the floor is one launch (~2-3 us as CUDA events see it). Predicted: ~4 us (about 20x eager).
-Measured: (pending)
+Measured (H200, kbench check, results/H200/check-101-20261130-072927.jsonl): 13.2 us vs eager 207.3 us,
+14.07x [13.13, 14.99] (9.69x vs torch.compile); exact (max err 0). Eager is ~15 host-bound launches.
 """
 import torch
 import torch.nn as nn

@@ -7,7 +7,8 @@ Kernel 2: one block per token; thread k builds mixed[k] in shared memory with to
 with separately rounded products and sum), then thread j computes bias[j] + sum_k mixed[k] * W[j][k]
 reading W through the read-only cache. The mixed tensor never reaches memory.
 Floor: launch-bound (256 KB x, 64 KB W); predicted ~8-12 us (two launches), about 8-10x eager's 92 us.
-Measured: (pending)
+Measured (H200, kbench check, results/H200/check-101-20261130-072927.jsonl): 68.0 us vs eager 196.6 us,
+2.86x [2.78, 2.93]; exact (max err 0).
 """
 import torch
 import torch.nn as nn

@@ -19,7 +19,10 @@ Epilogue: bias + sigmoid (accurate expf) and per-row partial sums in double, one
 (column block, row); a second tiny kernel adds the 256 partials of each row in double.
 Floor: W read once, 4.29 GB / 4.2 TB/s = 1.02 ms; tensor work 2 units x 275 GFLOP-tf32-equivalent =
 550 GFLOP at 495 TFLOP/s = 1.11 ms (mma.sync likely reaches ~60-70% of wgmma's peak -> ~1.7 ms).
-Measured: (pending)
+Measured (H200, kbench check, results/H200/check-56-20261130-072927.jsonl): 3.668 ms vs eager 5.335 ms,
+1.45x [1.45, 1.46], 55% of SOL (floor 2.02 ms: compute at a third of the TF32 rate); fp64-oracle error
+1.7e-8, 0.6x the reference's 2.9e-8 (with per-stage register sums; 5.9x without). Far from the ~1.7 ms
+predicted: mma.sync with the split in registers is issue-bound; wgmma is the next step.
 """
 import torch
 import torch.nn as nn
@@ -157,8 +160,8 @@ gemm_tf32_bf16corr_sigmoid_rowsum(const float* __restrict__ x, const float* __re
         const uint32_t a_base = smem_u32(As + a_row * BKP + a_col);
         const uint32_t b_base = smem_u32(Bs + b_row * BKP + b_col);
         // This stage's products go to a zeroed tile first, then one IEEE add into acc: the tensor core's
-        // own accumulation is not round-to-nearest, and over all of K (4096 k8 steps here) its bias
-        // reaches ~1e-4 absolute, 100x the fp32 reference's error in the row sums.
+        // own accumulation is not round-to-nearest. Accumulating all of K (4096 k8 steps) in the mma
+        // measured 5.9x (fast) / 9.0x (3xTF32) the fp32 reference's fp64 error; per stage, 0.6x.
         float part[4][4][4];
 #pragma unroll
         for (int i = 0; i < 4; ++i)

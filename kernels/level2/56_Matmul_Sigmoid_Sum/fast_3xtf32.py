@@ -13,7 +13,9 @@ TF32, i.e. the output error is dominated by the final fp32 rounding; 2 of the 3 
 1.5e-7..1.8e-7 relative output error (about 5x the fp32 reference's 3.3e-8), so all three are kept.
 Floor: W read once, 4.29 GB / 4.2 TB/s = 1.02 ms; tensor work 3 * 275 GFLOP = 825 GFLOP at 495 TFLOP/s
 = 1.67 ms (mma.sync likely reaches less than wgmma's peak), so this kernel is tensor-bound.
-Measured: (pending)
+Measured (H200, kbench check, results/H200/check-56-20261130-072927.jsonl): 4.289 ms vs eager 5.325 ms,
+1.24x [1.24, 1.25]; fp64-oracle error 1.7e-8, 0.6x the reference's (9.0x, flagged precision, before the
+per-stage register sums).
 """
 import torch
 import torch.nn as nn
@@ -138,8 +140,8 @@ gemm3xtf32_sigmoid_rowsum(const float* __restrict__ x, const float* __restrict__
         const uint32_t a_base = smem_u32(As + a_row * BKP + a_col);
         const uint32_t b_base = smem_u32(Bs + b_row * BKP + b_col);
         // This stage's products go to a zeroed tile first, then one IEEE add into acc: the tensor core's
-        // own accumulation is not round-to-nearest, and over all of K (4096 k8 steps here) its bias
-        // reaches ~1e-4 absolute, 100x the fp32 reference's error in the row sums.
+        // own accumulation is not round-to-nearest. Accumulating all of K (4096 k8 steps) in the mma
+        // measured 5.9x (fast) / 9.0x (3xTF32) the fp32 reference's fp64 error; per stage, 0.6x.
         float part[4][4][4];
 #pragma unroll
         for (int i = 0; i < 4; ++i)
