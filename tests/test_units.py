@@ -148,3 +148,15 @@ def test_a_candidate_closer_to_fp64_than_the_reference_is_not_wrong():
     ok = compare(ref, exact, 1e-4, 1e-4, oracle)
     assert ok["reason"] is None and ok["oracle_passed"] > 0
     assert compare(ref, wrong, 1e-4, 1e-4, oracle)["reason"] is not None    # further from fp64 than ref: wrong
+
+
+def test_roofline_floor_uses_the_operands_dtype():
+    from kernelbench_cli import roofline
+    mm = lambda a, b: a @ b  # noqa: E731
+    a, b = torch.randn(64, 32).bfloat16(), torch.randn(32, 16).bfloat16()
+    ref = torch.nn.Module()
+    ref.forward = mm
+    work = roofline.count(ref, [a, b], mm(a, b))
+    assert work["dtype"] == "bfloat16" and work["flops"] == 2 * 64 * 32 * 16
+    ceilings = {"copy_gbps": 1e12, "matmul_tflops": {"float32": 1.0, "bfloat16": 10.0}}
+    assert roofline.floor(work, ceilings, "float32")["floor_ms"] == pytest.approx(work["flops"] / 10e12 * 1e3)
