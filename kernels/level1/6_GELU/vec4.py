@@ -4,6 +4,8 @@ Idea: y = 0.5 * x * (1 + erf(x / sqrt(2))) with accurate erff (no fast-math), fl
 accesses, each thread issuing both of its loads before any math. Scalar tail for sizes not a multiple
 of 4 or unaligned pointers. Expected: copy floor (512 MB, ~120-125 us); eager's vectorized
 elementwise kernel is already near it, so ~1.0x. Kept as the level-1 elementwise baseline.
+Measured (H200, results/H200/bench-20261130-072328.jsonl): 135.5 us vs eager 131.5 us, 0.97x [0.97, 0.98],
+96% of the copy-bandwidth floor; eager sits 3% closer to the same floor.
 """
 import torch
 import torch.nn as nn

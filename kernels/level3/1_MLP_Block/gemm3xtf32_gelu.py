@@ -5,7 +5,9 @@ lo*hi) for fp32 accuracy; 128x128x32 tiles, 8 warps, 3-stage cp.async pipeline, 
 sums added to the fp32 accumulator. fc1's epilogue applies bias + erf-GELU in registers, so the
 (4096 x 4096) hidden activation is written once and never re-read by a separate GELU pass.
 Expected: eager = 2 cuBLAS fp32 GEMMs (68.7 GFLOP) + GELU pass; target ~1.5-2x. Measured (H200): eager 1443 us, this 1461 us, 0.99x: the GEMM is only ~47 TFLOP/s,
-see L2/1's notes. Oracle rel err 5.2e-7 vs reference 1.3e-6.
+see L2/1's notes. Oracle rel err 5.2e-7 vs reference 1.3e-6. Kept although slower (0.97x in
+results/H200/bench-20261130-072328.jsonl) as the plain-layout version of gemm3xtf32_fragperm_gelu.py (1.24x),
+which differs only in the shared-memory layout: the pair shows what that layout is worth.
 """
 import math
 
