@@ -101,19 +101,23 @@ def table(results: list[Result], title: str, width: int = 200) -> Table:
     return t
 
 
-def timing_notes(r: Result) -> list[str]:
-    """What a reader of the speedup should know: host time per call when it differs materially from device
-    time (launch-bound code), and rounds taken while the GPU was throttled."""
-    t, notes = r.timing, []
+def notes(r: Result) -> list[str]:
+    """What a reader of the verdict should know: elements judged against float64 rather than the fp32
+    reference, host time per call when it differs materially from device time (launch-bound code), and
+    rounds taken while the GPU was throttled."""
+    t, out = r.timing, []
+    if r.correctness.oracle_passed:
+        out.append(f"{r.correctness.oracle_passed} element(s) outside tolerance of the reference passed against "
+                   "float64: no further from it than the reference itself")
     if t.cand_host_ms is not None and t.cand_ms is not None and t.clock == "cuda-events" and (
             t.cand_host_ms > HOST_DEVICE_RATIO * t.cand_ms or t.ref_host_ms > HOST_DEVICE_RATIO * t.ref_ms):
-        notes.append(f"host time per call (synchronised): ref {fmt_time(t.ref_host_ms)}, cand "
-                     f"{fmt_time(t.cand_host_ms)} vs device {fmt_time(t.ref_ms)}, {fmt_time(t.cand_ms)}")
+        out.append(f"host time per call (synchronised): ref {fmt_time(t.ref_host_ms)}, cand "
+                   f"{fmt_time(t.cand_host_ms)} vs device {fmt_time(t.ref_ms)}, {fmt_time(t.cand_ms)}")
     if t.throttled_rounds:
-        notes.append(f"GPU throttled (power/thermal) in {t.throttled_rounds} round(s): "
-                     + ("too few clean rounds, so all were kept (both sides of a round share the cap)"
-                        if t.throttled_kept else "dropped"))
-    return notes
+        out.append(f"GPU throttled (power/thermal) in {t.throttled_rounds} round(s): "
+                   + ("too few clean rounds, so all were kept (both sides of a round share the cap)"
+                      if t.throttled_kept else "dropped"))
+    return out
 
 
 HOST_DEVICE_RATIO = 1.5
@@ -124,7 +128,7 @@ def render(results: list[Result], console: Console, title: str) -> None:
     for r in results:
         if r.status != R.OK and r.message:
             console.print(f"[red]✗[/] {r.problem}::{r.candidate}: {r.status}: {r.message}", highlight=False)
-        for note in timing_notes(r) if r.correct else []:
+        for note in notes(r) if r.correct else []:
             console.print(f"[dim]·[/] {r.problem}::{r.candidate}: {note}", highlight=False)
         for f in r.flags:
             if f.severity == "warning":

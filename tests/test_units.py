@@ -160,3 +160,16 @@ def test_roofline_floor_uses_the_operands_dtype():
     assert work["dtype"] == "bfloat16" and work["flops"] == 2 * 64 * 32 * 16
     ceilings = {"copy_gbps": 1e12, "matmul_tflops": {"float32": 1.0, "bfloat16": 10.0}}
     assert roofline.floor(work, ceilings, "float32")["floor_ms"] == pytest.approx(work["flops"] / 10e12 * 1e3)
+
+
+def test_report_notes_say_what_qualifies_a_verdict():
+    from kernelbench_cli.report import notes
+    r = Result(problem="p", candidate="c", candidate_path="c.py", device="cuda", dtype="float32")
+    assert notes(r) == []
+    r.correctness.oracle_passed = 7
+    r.timing.throttled_rounds, r.timing.throttled_kept = 9, True
+    r.timing.clock, r.timing.ref_ms, r.timing.cand_ms, r.timing.ref_host_ms, r.timing.cand_host_ms = \
+        "cuda-events", 0.2, 0.01, 0.25, 0.03
+    text = " | ".join(notes(r))
+    assert "7 element(s)" in text and "float64" in text
+    assert "host time per call" in text and "throttled" in text and "all were kept" in text
