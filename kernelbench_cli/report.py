@@ -73,26 +73,30 @@ NARROW = 130    # below this many columns the table keeps only what a verdict ne
 
 
 def table(results: list[Result], title: str, width: int = 200) -> Table:
+    problems = {r.problem for r in results}
+    one = len(problems) == 1          # one problem (kbench check): named once in the title, not on every row
+    if one and next(iter(problems)) not in title:
+        title = f"{title} · {next(iter(problems))}"
     t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    right = {"justify": "right"}
+    right = {"justify": "right", "no_wrap": True}    # numbers never break; the names fold instead
     wide = width >= NARROW
     with_compile = any("compile" in r.baselines for r in results)
-    columns = [("problem", {"overflow": "fold"}), ("candidate", {"overflow": "fold"})] + \
-        ([("build", {})] if wide else []) + [("correct", {})] + \
+    columns = ([] if one else [("problem", {"overflow": "fold"})]) + [("candidate", {"overflow": "fold"})] + \
+        ([("build", {})] if wide else []) + [("correct", {"no_wrap": True})] + \
         ([("max err", right), ("ref", right), ("cand", right)] if wide else []) + \
         [("speedup [95% CI]", right)] + ([("vs compile", right)] if with_compile else []) + \
-        ([("custom", right), ("SOL", right)] if wide else []) + [("flags", {})]
+        ([("custom", right), ("SOL", right)] if wide else []) + [("flags", {"overflow": "fold"})]
     for col, kw in columns:
         t.add_column(col, **kw)
     for r in results:
         c = r.correctness
-        row = [r.problem, r.candidate] + ([fmt_build(r)] if wide else []) + [fmt_correct(r)]
+        row = ([] if one else [r.problem]) + [r.candidate] + ([fmt_build(r)] if wide else []) + [fmt_correct(r)]
         if wide:
             row += [f"{c.max_abs_err:.1e}" if c.trials else "-", fmt_time(r.timing.ref_ms), fmt_time(r.timing.cand_ms)]
         row.append(fmt_speedup(r))
         if with_compile:
             comp = r.baselines.get("compile")
-            row.append(f"{comp['speedup']:.2f}× [{comp['ci_low']:.2f}, {comp['ci_high']:.2f}]" if comp else "-")
+            row.append(f"{comp['speedup']:.2f}×" if comp else "-")     # its CI: --json / --html
         if wide:
             row += ["-" if r.custom_share is None else f"{r.custom_share:.0%}",
                     f"{r.roofline['sol']:.0%}" if r.roofline.get("sol") else "-"]
