@@ -165,12 +165,6 @@ def rel_l2(out, oracle) -> float:
     return math.sqrt(num / den) if den > 0 else math.sqrt(num)
 
 
-def oracle_errors(ref, inputs, ref_out, cand_out) -> tuple[float, float] | None:
-    """Norm-wise errors of the reference's and the candidate's outputs against the float64 oracle."""
-    oracle = oracle_outputs(ref, inputs, ref_out)
-    return None if oracle is None else (rel_l2(ref_out, oracle), rel_l2(cand_out, oracle))
-
-
 def oracle_outputs(ref, inputs, ref_out):
     """Run the reference in float64 (in place, then back: fp32 -> fp64 -> fp32 is exact) on the same inputs."""
     # Module.double() converts floating parameters and buffers only (masks, indices stay); the way back is
@@ -192,11 +186,12 @@ def oracle_outputs(ref, inputs, ref_out):
     return oracle
 
 
-def judge(ref, inputs, ref_out, cand_out, tol: float) -> dict:
-    """compare() against the reference; on a miss, again with the float64 oracle (see compare)."""
+def judge(ref, inputs, ref_out, cand_out, tol: float, oracle=None) -> dict:
+    """compare() against the reference; on a miss, again with the float64 oracle (see compare), computed
+    here unless the caller already has it."""
     stats = compare(ref_out, cand_out, tol, tol)
     if stats["reason"] is not None:
-        oracle = oracle_outputs(ref, inputs, ref_out)
+        oracle = oracle if oracle is not None else oracle_outputs(ref, inputs, ref_out)
         if oracle is not None:
             stats = compare(ref_out, cand_out, tol, tol, oracle)
     return stats
@@ -250,7 +245,8 @@ def run_trials(problem, ref, cand, weights: str, cfg, device: str, dtype: torch.
             result.detail = result.detail or f"trial {trial}: {reason}"
             break
         flags.add(maybe_flag("input-mutated", check_inputs_unchanged(inputs, cand_in)))
-        stats = judge(ref, inputs, ref_out, cand_out, tolerance)
+        oracle = oracle_outputs(ref, inputs, ref_out) if trial == 0 else None   # trial 0: norm-wise errors too
+        stats = judge(ref, inputs, ref_out, cand_out, tolerance, oracle)
         result.oracle_passed += stats["oracle_passed"]
         result.max_abs_err = max(result.max_abs_err, stats["max_abs"])
         result.max_rel_err = max(result.max_rel_err, stats["max_rel"])
@@ -259,13 +255,11 @@ def run_trials(problem, ref, cand, weights: str, cfg, device: str, dtype: torch.
             result.passed += 1
         elif not result.detail:
             result.detail = f"trial {trial}: {stats['reason']}"
-        if trial == 0:
-            errs = oracle_errors(ref, inputs, ref_out, cand_out)
-            if errs:
-                result.oracle_err_ref, result.oracle_err_cand = errs
+        if oracle is not None:
+            result.oracle_err_ref, result.oracle_err_cand = rel_l2(ref_out, oracle), rel_l2(cand_out, oracle)
         if trial < 2:
             ref_outs.append(ref_out)
-        del cand_out, ref_out
+        del cand_out, ref_out, oracle
     flags.add(maybe_flag("degenerate-problem", degenerate_reason(ref_outs, tolerance)))
     flags.add(precision_flag(result, dtype, cfg.precision_factor))
     return result, list(flags)

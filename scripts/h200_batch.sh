@@ -19,7 +19,7 @@ STEPS=${1:-env,build,calibrate,bench}; shift || true
 RUNS=$PWD/.kbench-runs
 CEIL="--set paths.ceilings=$PWD/.kbench-ceilings"
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-LAST=$(( NGPU > 1 ? 1 : 0 ))   # the GPU side work uses
+LAST=$(( NGPU > 1 ? 1 : 0 ))   # GPU for side work (the GPU tests) beside the main step
 exec > >(tee -a "$OUT/log.txt") 2>&1
 kb() { python3 -m kernelbench_cli "$@"; }
 timed() { local t0; t0=$(date +%s%N); "$@"; local rc=$?
