@@ -19,7 +19,7 @@ from rich.console import Console
 from .catalog import Catalog, read_candidate
 from .config import Config, config_from_dict, load_config
 from .errors import InputError
-from .executor import Job, execute
+from .orchestrate import Job, execute
 from .results import Result, RunStore
 
 
@@ -62,7 +62,7 @@ def evaluate_many(items, config=None, executor: str = "local", workers: int = 1,
     backend, GPUs (the first N) on CUDA. Raises InputError for a problem that cannot be found or loaded;
     anything wrong with a candidate is its Result's status.
     """
-    from .cli import resolve_device
+    from .orchestrate import resolve_device
     from .scale import check
     cfg = _config(config)
     cfg.executor.kind = executor

@@ -160,9 +160,10 @@ def save_baseline(snap: Snapshot, path: Path) -> Path:
     return path
 
 
-def load_baseline_file(path: Path) -> Snapshot:
+def load_baseline_file(path: Path, text: str | None = None) -> Snapshot:
+    """`text`: the file's contents as read earlier (see gate.read_baselines)."""
     try:
-        doc = json.loads(path.read_text())
+        doc = json.loads(path.read_text() if text is None else text)
     except (OSError, json.JSONDecodeError) as e:
         raise InputError(f"{path}: cannot read baseline file ({e}); regenerate it with `kbench baseline save`") \
             from None

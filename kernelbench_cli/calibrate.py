@@ -20,7 +20,7 @@ from rich.table import Table
 from . import results as R
 from .catalog import read_candidate
 from .errors import InputError
-from .executor import Job, execute
+from .orchestrate import Job, execute
 from .report import fmt_time, to_json
 from .results import RunStore
 
@@ -55,18 +55,13 @@ class ModelNew(nn.Module):
 '''
 
 
-class AAJob(Job):
-    def spec(self, cfg, device: str) -> dict:
-        return dict(super().spec(cfg, device), aa_calibration=True)
-
-
-def aa_jobs(problems, work_dir: Path) -> list[AAJob]:
+def aa_jobs(problems, work_dir: Path) -> list[Job]:
     jobs = []
     for p in problems:
         path = work_dir / "aa-candidates" / p.level / p.stem / "aa.py"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(AA_CANDIDATE.format(problem_path=str(Path(p.path).resolve())))
-        jobs.append(AAJob(p, read_candidate(path)))
+        jobs.append(Job(p, read_candidate(path), aa_calibration=True))
     return jobs
 
 

@@ -17,7 +17,7 @@ from . import scale
 from .catalog import Catalog, read_candidate
 from .config import load_config
 from .errors import InputError
-from .executor import execute, plan, run_reference_only
+from .orchestrate import execute, plan, resolve_device, run_reference_only
 from .report import render, to_json
 from .results import RunStore
 
@@ -48,15 +48,6 @@ def _setup(config, device, out, sets, baselines: str | None = None, scaled: dict
     return cfg, dev, Catalog(Path(cfg.paths.problems), Path(cfg.paths.kernels))
 
 
-def resolve_device(device: str, compile_only: bool = False) -> str:
-    """compile_only (`kbench build`): --device cuda is allowed without a GPU, to compile for --arch."""
-    import torch   # the parent may ask whether a GPU exists; it never creates tensors or imports candidates
-    has_cuda = torch.cuda.is_available()
-    if device == "cuda" and not has_cuda and not compile_only:
-        raise InputError("--device cuda: no CUDA GPU is visible here; use --device cpu (or auto)")
-    return device if device != "auto" else ("cuda" if has_cuda else "cpu")
-
-
 def _run(cfg, device, jobs, skipped, as_json: bool, title: str, build_only: bool = False, store=None) -> list:
     out = err if as_json else Console()
     if skipped:
@@ -67,6 +58,7 @@ def _run(cfg, device, jobs, skipped, as_json: bool, title: str, build_only: bool
                          "<level>/<problem>/, or pass --kernel FILE)")
     store = store or RunStore(Path(cfg.paths.runs))
     store.write_config(cfg.to_dict())
+    CURRENT["store"] = store
     results = execute(jobs, cfg, device, store, err, build_only=build_only)
     render(results, out, f"{title} · {device} · run {store.run_id} ({store.results_file})")
     if as_json:
@@ -144,10 +136,12 @@ def bench(problems: List[str] = typer.Argument(None, help="Problems to run (or -
         all_ = all_ or not problems
     jobs, skipped = plan(catalog, _select(catalog, problems or [], all_), [], dev)
     if baseline or fail_on_regression or junit or markdown or resume or tau is not None:
-        from .gate import bench_gate
-        raise typer.Exit(bench_gate(cfg, dev, jobs, skipped, json, _run, baseline=baseline, tau=tau, junit=junit,
-                                    markdown=markdown, resume=resume, fail_on_regression=fail_on_regression,
-                                    html=html))
+        from . import gate
+        plan_ = gate.start(cfg, jobs, baseline=baseline, fail_on_regression=fail_on_regression, resume=resume, tau=tau)
+        if plan_.todo:
+            _run(cfg, dev, plan_.todo, skipped, json, "bench", store=plan_.store)
+        raise typer.Exit(gate.finish(plan_, cfg, dev, jobs, json, baseline=baseline, junit=junit, markdown=markdown,
+                                     fail_on_regression=fail_on_regression, html=html))
     results = _run(cfg, dev, jobs, skipped, json, "bench")
     if html:
         from .html_report import write_run_html
@@ -276,12 +270,29 @@ def calibrate_noise(problems: List[str] = typer.Argument(None, help="Problems to
     raise typer.Exit(calibrate(cfg, dev, probs, err if json else Console(), err, json))
 
 
+CURRENT: dict = {"store": None}      # the run in progress, for the interrupt message
+
+
+def _interrupted() -> str:
+    store = CURRENT["store"]
+    if store is None:
+        return "interrupted before any job ran"
+    n = len(store.results_file.read_text().splitlines()) if store.results_file.is_file() else 0
+    return (f"interrupted: {n} job(s) recorded in {store.results_file}; resume with the same command plus "
+            f"--resume {store.run_id}")
+
+
 def main() -> None:
+    from .orchestrate import lifecycle
+    lifecycle.install_signal_handlers()
     try:
         app()     # standalone: click reports usage errors itself (exit 2) and turns typer.Exit into the code
     except InputError as e:
         err.print(f"error: {e}", highlight=False, markup=False, soft_wrap=True)
         sys.exit(2)
-    except KeyboardInterrupt:
-        err.print("interrupted; results so far are in the run folder")
-        sys.exit(130)
+    except (KeyboardInterrupt, SystemExit) as e:    # typer turns Ctrl-C into Exit(130)
+        if lifecycle.INTERRUPTED["signal"] is None and not isinstance(e, KeyboardInterrupt):
+            raise
+        lifecycle.kill_all()
+        err.print(_interrupted(), highlight=False, markup=False, soft_wrap=True)
+        sys.exit(143 if lifecycle.INTERRUPTED["signal"] == 15 else 130)

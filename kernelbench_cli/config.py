@@ -9,7 +9,7 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any, Optional, Union, get_args, get_origin, get_type_hints
 
 import yaml
 
@@ -30,8 +30,7 @@ class TimingConfig:
     ci_target: float = 0.01        # stop once the 95% CI half-width of the speedup is under this (relative)
     budget_s: float = 20.0         # per job timing budget; stop when spent even if the CI is wider
     l2_flush: bool = True          # overwrite a buffer of 2x the L2 before each sample (cold-cache timing)
-    input_sets: int = 3            # rotate among this many input sets so results cannot be cached by pointer
-    refresh_inputs: bool = True    # give inputs new contents (untimed) before every timed call: no content cache hits
+    input_sets: int = 3            # timing pool: every timed call gets one of these, rolled by a secret offset
     bootstrap: int = 2000          # bootstrap resamples for the CI
 
 
@@ -77,7 +76,7 @@ class Config:
     device: str = _choice("auto", "auto", "cuda", "cpu")
     dtype: str = _choice("float32", "float32", "float16", "bfloat16")
     trials: int = 5
-    seed: int = 1234
+    seed: Optional[int] = None    # None: secret seeds drawn per run (recorded in each result); a number replays
     # atol and rtol per dtype; a problem's TOLERANCE constant overrides these
     tolerances: dict = field(default_factory=lambda: {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2})
     baselines: list = field(default_factory=lambda: ["eager"], metadata={"items": ("eager", "compile")})
@@ -97,6 +96,10 @@ class Config:
 
 
 def _check_value(where: str, key: str, value: Any, typ: Any, f: dataclasses.Field) -> Any:
+    if get_origin(typ) is Union:          # Optional[X]: None, or a valid X
+        if value is None:
+            return None
+        typ = next(a for a in get_args(typ) if a is not type(None))
     choices = f.metadata.get("choices")
     if choices and value not in choices:
         raise InputError(f"{where}: {key}: {value!r} is not allowed; use one of {', '.join(map(str, choices))}")

@@ -1,7 +1,8 @@
-"""Correctness: same weights, fresh seeded inputs per trial, candidate first, strict comparison, fp64 oracle.
+"""Correctness, as the reference process judges it: same weights, seeded inputs, strict comparison, the
+float64 oracle, the precision flag and the degenerate-problem lint.
 
-Each check is a small function returning None (pass) or a one-line reason; `run_trials` strings them
-together and fills a Correctness record plus integrity flags.
+Each check is a small function returning None (pass) or a one-line reason; judge/session.py strings them
+together over the trials and fills a Correctness record plus integrity flags.
 """
 from __future__ import annotations
 
@@ -73,15 +74,6 @@ def construct(cls, init_inputs, device: str, dtype: torch.dtype, seed: int):
         torch.manual_seed(seed)
         module = cls(*init_inputs)
     return module.to(device=device, dtype=dtype).eval()
-
-
-def share_weights(ref, cand) -> str:
-    """Copy the reference's parameters into the candidate when names and shapes match; say how it went."""
-    ref_sd, cand_sd = ref.state_dict(), cand.state_dict()
-    if ref_sd and ref_sd.keys() == cand_sd.keys() and all(ref_sd[k].shape == cand_sd[k].shape for k in ref_sd):
-        cand.load_state_dict(ref_sd)
-        return "state_dict"
-    return "seed" if ref_sd or cand_sd else "none"
 
 
 # --- checks on one trial's outputs -------------------------------------------------------------------
@@ -197,16 +189,6 @@ def judge(ref, inputs, ref_out, cand_out, tol: float, oracle=None) -> dict:
     return stats
 
 
-def poison_free_memory(device: str, nbytes: int) -> None:
-    """Fill a block of the CUDA caching allocator with NaN and give it back, so a candidate that returns
-    torch.empty() memory (e.g. the reference's freed output) reads NaN instead of a correct answer."""
-    if device != "cuda" or nbytes <= 0:
-        return
-    block = torch.empty(nbytes // 4 + 1, dtype=torch.float32, device="cuda")
-    block.fill_(float("nan"))
-    del block
-
-
 # --- the trial loop ----------------------------------------------------------------------------------
 
 class Flags(list):
@@ -215,73 +197,6 @@ class Flags(list):
     def add(self, f: Flag | None) -> None:
         if f is not None and all(x.name != f.name for x in self):
             self.append(f)
-
-
-def run_trials(problem, ref, cand, weights: str, cfg, device: str, dtype: torch.dtype, tolerance: float,
-               calls) -> tuple[Correctness, list[Flag]]:
-    """`calls` is a zero-arg callable returning the running count of calls into the candidate's extensions."""
-    result = Correctness(trials=cfg.trials, atol=tolerance, rtol=tolerance, weights=weights)
-    flags = Flags()
-    ref_outs = []          # the first two trials' reference outputs, for the degenerate-problem lint
-    owned = list(cand.parameters()) + list(cand.buffers())
-    for trial in range(cfg.trials):
-        inputs = make_inputs(problem, cfg.seed + 1 + trial, device, dtype)
-        cand_in, ref_in = clone(inputs), clone(inputs)
-        poison_free_memory(device, 4 * sum(t.numel() * t.element_size() for t in tensors(inputs)))
-        before, threads = calls(), integrity.live_threads()
-        with torch.no_grad():
-            cand_out = cand(*cand_in)        # candidate first: it cannot read the reference's freed output
-        synchronize(device)
-        flags.add(integrity.check_threads(threads))
-        if calls() == before:
-            flags.add(integrity.flag("no-custom-kernel", "the forward made no call into the candidate's "
-                                                         "compiled extension functions"))
-        with torch.no_grad(), tf32_off():
-            ref_out = ref(*ref_in)
-        synchronize(device)
-        reason = check_output_types(ref_out, cand_out) or check_aliasing(cand_out, cand_in + owned)
-        if reason:
-            flags.add(integrity.flag("bad-output", reason))
-            result.detail = result.detail or f"trial {trial}: {reason}"
-            break
-        flags.add(maybe_flag("input-mutated", check_inputs_unchanged(inputs, cand_in)))
-        oracle = oracle_outputs(ref, inputs, ref_out) if trial == 0 else None   # trial 0: norm-wise errors too
-        stats = judge(ref, inputs, ref_out, cand_out, tolerance, oracle)
-        result.oracle_passed += stats["oracle_passed"]
-        result.max_abs_err = max(result.max_abs_err, stats["max_abs"])
-        result.max_rel_err = max(result.max_rel_err, stats["max_rel"])
-        result.mismatches += stats["mismatches"]
-        if stats["reason"] is None:
-            result.passed += 1
-        elif not result.detail:
-            result.detail = f"trial {trial}: {stats['reason']}"
-        if oracle is not None:
-            result.oracle_err_ref, result.oracle_err_cand = rel_l2(ref_out, oracle), rel_l2(cand_out, oracle)
-        if trial < 2:
-            ref_outs.append(ref_out)
-        del cand_out, ref_out, oracle
-    flags.add(maybe_flag("degenerate-problem", degenerate_reason(ref_outs, tolerance)))
-    flags.add(precision_flag(result, dtype, cfg.precision_factor))
-    return result, list(flags)
-
-
-def recheck_timed_inputs(problem, ref, cand, input_sets, seed: int, device: str, dtype: torch.dtype,
-                         tol: float) -> str | None:
-    """After timing: give each timed input buffer new contents in place (same pointers) and check the
-    candidate's answer on it. A candidate that caches results by pointer returns the stale answer."""
-    for i, inputs in enumerate(input_sets):
-        fresh = make_inputs(problem, seed + i, device, dtype)
-        for dst, src in zip(tensors(inputs), tensors(fresh)):
-            dst.copy_(src)
-        with torch.no_grad():
-            cand_out = cand(*inputs)
-            synchronize(device)
-            with tf32_off():
-                ref_out = ref(*fresh)
-        reason = check_output_types(ref_out, cand_out) or judge(ref, fresh, ref_out, cand_out, tol)["reason"]
-        if reason:
-            return f"timed input set {i} refilled in place: {reason}"
-    return None
 
 
 def maybe_flag(name: str, detail: str | None) -> Flag | None:

@@ -8,6 +8,7 @@ return the exit code.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -16,7 +17,7 @@ from . import baseline as B
 from . import ci_formats
 from . import results as R
 from .errors import InputError
-from .executor import execute
+from .orchestrate import execute
 from .results import RunStore
 
 
@@ -29,13 +30,24 @@ def job_id(job) -> str:
     return f"{job.problem.key}::{job.candidate.name}"
 
 
-def pick_baseline(choice: str, new: B.Snapshot, baselines_dir: str, err: Console) -> B.Snapshot | None:
-    """`auto`: the file for the run's own machine and stack, or None (with a warning) if there is none yet."""
+def read_baselines(choice: str, baselines_dir: str) -> dict[str, str]:
+    """The baseline files' contents, read before any candidate code runs: a build process imports candidates
+    with write access, so a baseline read after the run could be one a candidate wrote."""
     if choice != "auto":
         path = Path(choice)
         if not path.is_file():
             raise InputError(f"--baseline {choice}: file not found; pass a baseline file or `auto`")
-        base = B.load_baseline_file(path)
+        return {str(path): path.read_text()}
+    return {str(p): p.read_text() for p in Path(baselines_dir).glob("*.json") if p.is_file()}
+
+
+def pick_baseline(choice: str, new: B.Snapshot, baselines_dir: str, err: Console,
+                  frozen: dict[str, str]) -> B.Snapshot | None:
+    """`auto`: the file for the run's own machine and stack, or None (with a warning) if there is none yet.
+    `frozen`: read_baselines() from before the run."""
+    if choice != "auto":
+        path = Path(choice)
+        base = B.load_baseline_file(path, frozen[str(path)])
         err.print(f"baseline: {path}", highlight=False)
         warning = B.env_warning(base, new)
         if warning:
@@ -46,12 +58,12 @@ def pick_baseline(choice: str, new: B.Snapshot, baselines_dir: str, err: Console
                   "was picked; every job is 'new'", highlight=False)
         return None
     path = B.baseline_path(baselines_dir, new.env)
-    if not path.is_file():
+    if str(path) not in frozen:
         err.print(f"[yellow]warning:[/] no baseline for this machine ({new.key}): {path} not found; every job is "
                   f"'new'. Save one with: kbench baseline save {new.run_id or 'RUN'}", highlight=False)
         return None
     err.print(f"baseline: {path} (auto: matches {new.key})", highlight=False)
-    return B.load_baseline_file(path)
+    return B.load_baseline_file(path, frozen[str(path)])
 
 
 def rerun_config(cfg):
@@ -64,32 +76,44 @@ def rerun_config(cfg):
     return more
 
 
-def bench_gate(cfg, device: str, jobs: list, skipped: list, as_json: bool, run, *, baseline: str | None,
-               fail_on_regression: bool, junit: Path | None, markdown: Path | None, resume: str | None,
-               tau: float | None, html: Path | None = None) -> int:
-    """`run` is cli._run (it renders the results table and prints --json); returns bench's exit code."""
+@dataclass
+class GatePlan:
+    store: RunStore
+    todo: list                  # the jobs still to run (all of them unless resuming)
+    baselines: dict             # read_baselines(), before any candidate ran
+
+
+def start(cfg, jobs: list, *, baseline: str | None, fail_on_regression: bool, resume: str | None,
+          tau: float | None) -> GatePlan:
+    """Check the gate's options and fix what the run will be judged against, before it runs."""
     err = Console(stderr=True)
-    out = err if as_json else Console()
     if fail_on_regression and not baseline:
         raise InputError("--fail-on-regression needs a baseline: add --baseline auto (or --baseline FILE)")
     if tau is not None:
         if not 0 < tau < 1:
             raise InputError(f"--tau {tau:g}: must be between 0 and 1, e.g. 0.05 for 5%")
         cfg.compare.tau = tau
-    tau = cfg.compare.tau
+    frozen = read_baselines(baseline, cfg.paths.baselines) if baseline else {}
     if resume:
         store = resumed_store(resume, cfg.paths.runs)
         done = {r.job_id for r in store.load()}
         todo = [j for j in jobs if job_id(j) not in done]
         err.print(f"resuming run {store.run_id}: {len(jobs) - len(todo)} job(s) already recorded, "
                   f"{len(todo)} to run", highlight=False)
-    else:
-        store, todo = RunStore(Path(cfg.paths.runs)), jobs
-    if todo:
-        run(cfg, device, todo, skipped, as_json, "bench", store=store)
+        return GatePlan(store, todo, frozen)
+    return GatePlan(RunStore(Path(cfg.paths.runs)), jobs, frozen)
+
+
+def finish(plan: GatePlan, cfg, device: str, jobs: list, as_json: bool, *, baseline: str | None,
+           fail_on_regression: bool, junit: Path | None, markdown: Path | None, html: Path | None = None) -> int:
+    """After the run: compare with the baseline (rerunning inconclusive jobs once), write the CI reports;
+    returns bench's exit code."""
+    err = Console(stderr=True)
+    out = err if as_json else Console()
+    store, tau = plan.store, cfg.compare.tau
     new = B.snapshot_from_results(store.load(), str(store.results_file))
 
-    base = pick_baseline(baseline, new, cfg.paths.baselines, err) if baseline else None
+    base = pick_baseline(baseline, new, cfg.paths.baselines, err, plan.baselines) if baseline else None
     against = base or B.Snapshot("none", {}, {})
     comps = B.compare_snapshots(against, new, tau, cfg.timing.bootstrap)
     if base is None:

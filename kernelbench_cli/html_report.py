@@ -698,39 +698,32 @@ def render_html(results: list[Result], source: str = "") -> str:
 # ---------------------------------------------------------------------------------------------- compare
 
 CHANGE_COLOR = {"faster": FASTER, "fixed": FASTER, "slower": SLOWER, "broke": SLOWER, "same": UNSURE,
+                "inconclusive": UNSURE,
                 "added": "#546e7a", "removed": "#546e7a", "still failing": FAILED}
 
 
-def compare_rows(base: list[Result], new: list[Result]) -> list[dict]:
-    """One row per job id in either run (base order first): both speedups, their ratio, what changed."""
-    b = {r.job_id: r for r in base}
-    n = {r.job_id: r for r in new}
+def compare_rows(base: list[Result], new: list[Result], tau: float = 0.05) -> list[dict]:
+    """One row per job id in either run (base order first): both speedups, their ratio, what changed, by the
+    CI gate's own rule (baseline.compare_job), so `kbench report BASE NEW` and `kbench compare` agree."""
+    from . import baseline as B
+    bs, ns = B.snapshot_from_results(base, "base"), B.snapshot_from_results(new, "new")
+    comps = {c.job: c for c in B.compare_snapshots(bs, ns, tau)}
+    order = list(bs.jobs) + [j for j in ns.jobs if j not in bs.jobs]
     rows = []
-    for job in list(b) + [j for j in n if j not in b]:
-        rb, rn = b.get(job), n.get(job)
-        sb = rb.timing.speedup if rb else None
-        sn = rn.timing.speedup if rn else None
-        ratio = sn / sb if sb and sn else None
-        if rb is None or rn is None:
-            change = "added" if rb is None else "removed"
-        elif rb.correct != rn.correct:
-            change = "fixed" if rn.correct else "broke"
-        elif not rn.correct:
-            change = "still failing"
-        elif ratio is not None and _disjoint(rb.timing, rn.timing):
-            change = "faster" if ratio > 1 else "slower"
-        else:
-            change = "same"
+    for job in order:
+        c = comps[job]
+        rb, rn = c.base, c.new
+        change = {B.NEW: "added", B.MISSING: "removed", B.INCONCLUSIVE: "inconclusive"}.get(c.verdict)
+        if change is None and c.verdict == B.REGRESSED:
+            change = "slower" if rn.correct else "broke"
+        elif change is None and c.verdict == B.IMPROVED:
+            change = "faster" if rb.correct else "fixed"
+        elif change is None:
+            change = "same" if rn.correct else "still failing"
         rows.append({"job": job, "base_status": rb.status if rb else None, "new_status": rn.status if rn else None,
-                     "base_speedup": sb, "new_speedup": sn, "ratio": ratio, "change": change})
+                     "base_speedup": rb.speedup if rb else None, "new_speedup": rn.speedup if rn else None,
+                     "ratio": c.ratio, "change": change, "reason": c.reason})
     return rows
-
-
-def _disjoint(a, b) -> bool:
-    """Speedup CIs that do not overlap (a change beyond the noise both runs measured)."""
-    if None in (a.ci_low, a.ci_high, b.ci_low, b.ci_high):
-        return abs(math.log(b.speedup / a.speedup)) > math.log(1.05)
-    return a.ci_high < b.ci_low or b.ci_high < a.ci_low
 
 
 def compare_table(base: list[Result], new: list[Result], base_name: str, new_name: str) -> Table:
@@ -773,6 +766,7 @@ def render_compare_html(base: list[Result], new: list[Result], base_src: str = "
             f"<span>geomean of new/base speedup over jobs correct in both ({len(ratios)})</span></div>"
             + "".join(f'<div class="card"><b>{n}</b><span>{esc(k)}</span></div>' for k, n in changed.items())
             + f'</div><h2>Speedup, base → new</h2><div class="figure">{compare_chart(P, rows)}'
-            f"<p>“faster”/“slower”: the two runs' 95% CIs do not overlap; “same”: they do.</p></div>"
+            f"<p>“faster”/“slower”: the CI gate's rule (the whole 95% CI of new/base beyond 1 ± τ); “inconclusive”: "
+            f"the CI straddles 1 - τ; “same”: otherwise.</p></div>"
             f'<h2>Per job</h2><div class="scroll"><table class="overview">{head}{trs}</table></div>')
     return _page(title, body)

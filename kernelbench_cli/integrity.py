@@ -1,6 +1,7 @@
 """Integrity: the candidate is untrusted. Every verdict kbench can raise is registered here once, with its
-severity and the exploit it stops; static (AST) rules run in the parent without importing the candidate,
-runtime checks run in the worker around the candidate's calls.
+severity and the exploit it stops; static (AST) rules run without importing the candidate, runtime checks
+run in the reference process on what it observed of the candidate process (never on what that process
+says about itself).
 
 Severity "error" fails the job like an incorrect result; "warning" is reported for review only.
 """
@@ -8,11 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
-import threading
-import time
 from dataclasses import dataclass
-
-import torch
 
 from .results import Flag
 
@@ -30,14 +27,18 @@ REGISTRY: dict[str, Check] = {
     "bad-output": Check("error", "lazy/subclass tensors, outputs aliasing inputs or parameters, wrong dtype/device"),
     "input-mutated": Check("error", "zeroing or editing the inputs so a reference run on them would agree"),
     "precision": Check("error", "lower precision inside (TF32, fp16) that allclose alone lets through"),
-    "background-thread": Check("error", "work left running on a thread after forward returns"),
+    "background-thread": Check("error", "threads the candidate started (Python or native) still alive after "
+                                        "forward returned: work outside the timed call"),
     "degenerate-problem": Check("warning", "a problem where zeros, a constant or an input-independent output "
                                            "passes: verdicts on it prove little"),
     # runtime, timing phase
     "cached-result": Check("error", "returning results cached by pointer or content instead of computing"),
-    "side-stream": Check("error", "work on another stream or thread, invisible to the timed stream's events"),
-    "timer-tampered": Check("error", "monkeypatched clocks, events or synchronisation"),
-    "suspicious-speed": Check("warning", "speedups too good to be true: for manual review"),
+    "late-work": Check("error", "kernels still running on the device after the candidate said a call was done "
+                                "(side streams, skipped synchronisation)"),
+    "timer-tampered": Check("error", "a candidate-reported time the reference process's witness clock cannot "
+                                     "support: patched clocks or events, work before or after the timed span"),
+    "protocol": Check("error", "a candidate process that broke the message protocol (malformed or oversized replies)"),
+    "suspicious-speed": Check("warning", "a time under the roofline floor (impossible at that precision): review"),
     "library-heavy": Check("warning", "most GPU time in library kernels (aten, cuBLAS, cuDNN), not the candidate's"),
     # static (AST) rules
     "exception-handler": Check("warning", "try/except around the forward: a silent fallback path"),
@@ -174,59 +175,55 @@ def static_flags(source: str, filename: str = "<candidate>") -> list[Flag]:
 
 # --- runtime checks ----------------------------------------------------------------------------------
 
-def timing_functions() -> dict:
-    """Identities of everything the timer relies on, taken before the candidate is imported."""
-    fns = {"time.perf_counter": time.perf_counter, "time.perf_counter_ns": time.perf_counter_ns,
-           "time.monotonic": time.monotonic, "torch.cuda.synchronize": torch.cuda.synchronize,
-           "torch.cuda.Event": torch.cuda.Event, "torch.cuda.Event.record": torch.cuda.Event.record,
-           "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
-           "torch.cuda.Event.synchronize": torch.cuda.Event.synchronize,
-           "torch.Tensor.zero_": torch.Tensor.zero_, "torch.equal": torch.equal, "torch.Tensor.clone": torch.Tensor.clone}
-    return fns
+# The witness: the reference process's clock from handing a batch of n calls over to receiving the reply
+# and seeing the device idle. What it measures beyond the candidate's own claims is the hand-over
+# (calibrated before any candidate code ran, on a stand-in: messages, signals, flushes, output copies) and
+# noise. A claim is refused when the median unexplained time per call exceeds
+#     WITNESS_RATIO x claimed + (WITNESS_HANDOVER x hand-over + max(WITNESS_MARGIN_MS, WITNESS_NOISE x noise)) / n
+# which bounds how much of a call a candidate can hide, whatever clock it patched. Batches (judge/session.py
+# batch_size: ~2 ms of reference work) spread the hand-over's noise (~0.1 ms on the H200) over n calls. The
+# hand-over term absorbs the stand-in's model error: honest H200 kernels showed 0.08-0.16 ms per call more
+# than the stand-in (results/H200/witness-20261201.txt), so today's bound on the H200 is ~0.15-0.25 ms per
+# call: a lie that large is caught (a clock 10x slow on kernels from ~0.3 ms), a smaller one is not yet.
+WITNESS_RATIO = 0.10
+WITNESS_HANDOVER = 0.5
+WITNESS_MARGIN_MS = 0.05
+WITNESS_NOISE = 4.0
 
 
-def check_timer_identity(snapshot: dict) -> Flag | None:
-    changed = [name for name, fn in timing_functions().items() if snapshot.get(name) is not fn]
-    return flag("timer-tampered", f"replaced: {', '.join(changed)}") if changed else None
-
-
-def live_threads() -> set[int]:
-    return {t.ident for t in threading.enumerate() if t.is_alive()}
-
-
-def check_threads(before: set[int]) -> Flag | None:
-    new = [t for t in threading.enumerate() if t.is_alive() and t.ident not in before]
-    if new:
-        return flag("background-thread", f"{len(new)} thread(s) still running after forward returned: "
-                                         f"{', '.join(t.name for t in new[:3])}")
+def check_witness(reported: list[float], witness: list[float], sizes: list[int], handover_ms: float,
+                  spread_ms: float) -> Flag | None:
+    """Per witnessed batch of n calls: its claimed total, the witness, n. The hand-over and its noise are
+    per batch, so spread over n calls each."""
+    if not reported:
+        return None
+    per_call = sorted((w - handover_ms - r) / n for r, w, n in zip(reported, witness, sizes))
+    med = per_call[len(per_call) // 2]
+    claimed = sorted(r / n for r, n in zip(reported, sizes))[len(reported) // 2]
+    n = sorted(sizes)[len(sizes) // 2]
+    allowed = WITNESS_RATIO * claimed + (WITNESS_HANDOVER * handover_ms
+                                         + max(WITNESS_MARGIN_MS, WITNESS_NOISE * spread_ms)) / n
+    if med > allowed:
+        return flag("timer-tampered", f"the candidate reported {claimed:.4f} ms per call but the witness saw "
+                                      f"{med + claimed + handover_ms / n:.4f} ms ({handover_ms / n:.4f} ms of it "
+                                      f"hand-over, batches of {n}): {med:.4f} ms per call unaccounted for "
+                                      f"(allowed {allowed:.4f})")
     return None
 
 
-# Host time covers launch overhead and Python; a candidate whose synchronised host time exceeds its device
-# time by this factor AND this margin did its work somewhere the timed stream's events did not see.
-SIDE_STREAM_FACTOR = 3.0
-SIDE_STREAM_MARGIN_MS = 0.1
-
-
-def check_side_stream(host_ms: float, device_ms: float, ref_host_ms: float, ref_device_ms: float) -> Flag | None:
-    """Compare the candidate's host/device gap with the reference's own, so launch-bound references are fair."""
-    ref_gap = max(ref_host_ms - ref_device_ms, 0.0)
-    gap = host_ms - device_ms - ref_gap
-    if host_ms > SIDE_STREAM_FACTOR * device_ms and gap > SIDE_STREAM_MARGIN_MS:
-        return flag("side-stream", f"synchronised host time {host_ms:.3f} ms vs device time {device_ms:.3f} ms: "
-                                   "work outside the timed stream")
-    return None
-
-
-SUSPICIOUS_SPEEDUP = 10.0
+def check_late_work(busy: int, probed: int, worst_ms: float, idle_ms: float) -> Flag | None:
+    if not busy:
+        return None
+    return flag("late-work", f"after {busy} of {probed} call(s) the device was still busy with the candidate's "
+                             f"work (probe up to {worst_ms:.3f} ms, idle {idle_ms:.3f} ms)")
 
 
 def check_suspicious_speed(speedup: float | None, floor_ms: float | None = None,
                            cand_ms: float | None = None) -> Flag | None:
+    """Faster than the roofline floor: physically impossible at the detected precision. (A bare "over 10x
+    eager" rule flagged honest kernels, e.g. a fused layout kernel at 14x: it was dropped.)"""
     if floor_ms is not None and cand_ms is not None and cand_ms < floor_ms:
         return flag("suspicious-speed", f"{cand_ms:.4f} ms is faster than the roofline floor {floor_ms:.4f} ms")
-    if speedup is not None and speedup > SUSPICIOUS_SPEEDUP:
-        return flag("suspicious-speed", f"{speedup:.1f}x over eager (> {SUSPICIOUS_SPEEDUP:g}x): review by hand")
     return None
 
 
@@ -248,6 +245,7 @@ def kernel_names(cuda_sources: list[str]) -> set[str]:
 
 def custom_kernel_share(fn, args, names: set[str]) -> tuple[float | None, str]:
     """Profile one call; (share of GPU kernel time in the candidate's own kernels, top kernels summary)."""
+    import torch
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         fn(*args)

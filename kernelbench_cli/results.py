@@ -79,7 +79,11 @@ class Timing:
     throttled_rounds: int = 0   # rounds taken while NVML reported power/thermal throttling
     throttled_kept: bool = False  # too few clean rounds: throttled ones kept (both sides of a round share the cap)
     ref_host_ms: float | None = None    # synchronised wall time per call (launch overhead, side streams)
-    cand_host_ms: float | None = None
+    cand_host_ms: float | None = None   # the witness: the judge's clock from hand-over to reply, per call
+    handover_ms: float | None = None    # what the witness allows per call beyond the candidate's own time
+    handover_spread_ms: float | None = None   # the hand-over's noise: robust standard deviation (MAD)
+    checked_calls: int = 0              # timed calls whose outputs were compared with the reference (in secret)
+    batch: int = 0                      # candidate calls per witnessed hand-over (and samples per round)
 
 
 @dataclass
@@ -90,7 +94,7 @@ class Result:
     device: str
     dtype: str
     status: str = CRASH
-    phase: str = "start"        # last phase the worker reached: start|build|load|correctness|timing|done
+    phase: str = "start"        # last phase reached: start|build|load|correctness|timing|done
     message: str = ""           # one line: why the job failed, or empty
     build: BuildInfo = field(default_factory=BuildInfo)
     correctness: Correctness = field(default_factory=Correctness)
@@ -99,7 +103,9 @@ class Result:
     custom_share: float | None = None   # CUDA: share of the forward's GPU kernel time in the candidate's kernels
     roofline: dict = field(default_factory=dict)   # flops, bytes, floor_ms, bound, sol (floor / candidate time)
     baselines: dict = field(default_factory=dict)  # "compile": {compile_s, ref_ms, cand_ms, speedup, ci_low, ci_high}
-    env: dict = field(default_factory=dict)              # gpu, torch, cuda versions
+    env: dict = field(default_factory=dict)              # gpu, torch, cuda versions, sandbox
+    seeds: dict = field(default_factory=dict)            # source (secret | config), init, trials, timing: replay
+    phases: dict = field(default_factory=dict)           # seconds per phase: start_s, load_s, correctness_s, ...
     stderr_tail: str = ""
     wall_s: float = 0.0
     run_id: str = ""
@@ -134,7 +140,10 @@ def new_run_id() -> str:
 
 
 class RunStore:
-    """runs/<run-id>/: results.jsonl (appended per job), config.json, jobs/ (each worker's spec, result and log)."""
+    """runs/<run-id>/: results.jsonl (appended per job), config.json, jobs/ (each job's logs).
+
+    The parent is the only writer, and it keeps what it wrote: `verify()` puts the files back if anything
+    else changed them (a build process runs candidate code with write access to the file system)."""
 
     def __init__(self, root: Path, run_id: str | None = None):
         self.run_id = run_id or new_run_id()
@@ -142,15 +151,40 @@ class RunStore:
         self.jobs = self.dir / "jobs"
         self.jobs.mkdir(parents=True, exist_ok=True)
         self.results_file = self.dir / "results.jsonl"
+        self._results = self.results_file.read_text() if self.results_file.is_file() else ""
+        self._config: str | None = None
+        self.restored = 0          # times the files had to be put back
 
     def write_config(self, config: dict) -> None:
-        (self.dir / "config.json").write_text(json.dumps(config, indent=2))
+        self._config = json.dumps(config, indent=2)
+        (self.dir / "config.json").write_text(self._config)
 
     def append(self, result: Result) -> None:
         result.run_id = self.run_id
+        line = result.to_json() + "\n"
+        self.verify()
         with open(self.results_file, "a") as f:
-            f.write(result.to_json() + "\n")
+            f.write(line)
             f.flush()
+        self._results += line
+
+    def verify(self) -> bool:
+        """True if the files hold exactly what this store wrote; else rewrite them and count it."""
+        ok = True
+        for path, text in ((self.results_file, self._results), (self.dir / "config.json", self._config)):
+            if text is None:
+                continue
+            try:
+                same = path.read_text() == text
+            except OSError:
+                same = text == ""           # nothing recorded yet, nothing there
+            if not same:
+                ok = False
+                tmp = path.with_name(path.name + ".restore")
+                tmp.write_text(text)
+                tmp.replace(path)
+        self.restored += not ok
+        return ok
 
     def load(self) -> list[Result]:
         return load_results(self.results_file)

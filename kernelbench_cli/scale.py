@@ -32,7 +32,7 @@ def check(cfg, device: str, given: dict | None = None, compile_only: bool = Fals
     given = {k: v for k, v in (given or {}).items() if v is not None}
     e = cfg.executor
     if e.kind == "ray":
-        from .executors.ray_executor import require_ray
+        from .orchestrate.ray import require_ray
         require_ray()
         if "executor.gpus" in given or "executor.workers" in given:
             raise InputError("--gpus/--workers are for the local executor; with --executor ray, Ray places one "
@@ -41,11 +41,11 @@ def check(cfg, device: str, given: dict | None = None, compile_only: bool = Fals
         if "executor.workers" in given and e.workers != 1:
             raise InputError("--workers is for the CPU backend; on CUDA use --gpus N (one job per GPU at a time)")
         if e.gpus and not compile_only:
-            from .executors.local import make_slots
+            from .orchestrate.local import make_slots
             make_slots(cfg, device)          # raises on a GPU that is not there
     elif "executor.gpus" in given:
         raise InputError("--gpus needs --device cuda; on the CPU backend use --workers N")
     if compile_only and device == "cuda" and cfg.build.arch == "auto":
-        import torch
-        if not torch.cuda.is_available():
+        from .build import detect_arch
+        if detect_arch() is None:
             raise InputError("--device cuda without a GPU: name the arch to compile for, e.g. --arch 9.0")

@@ -2,14 +2,27 @@
 
 Speedups are ratios, so they are averaged on the log scale (geometric mean); a CI is a percentile
 bootstrap of that mean over rounds (Efron & Tibshirani 1993, ch. 13), resampling rounds, not samples,
-because samples within a round share the GPU's momentary state.
+because samples within a round share the GPU's momentary state. Pure Python (a few thousand resamples of
+at most a few hundred rounds take milliseconds), so the parent imports no torch to report or compare.
 """
 from __future__ import annotations
 
 import math
+import random
 import statistics
 
-import torch
+
+def _quantile(sorted_xs: list[float], q: float) -> float:
+    """Linear interpolation between order statistics (numpy's and torch's default)."""
+    pos = q * (len(sorted_xs) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(sorted_xs) - 1)
+    return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
+
+
+def _resampled_means(logs: list[float], resamples: int, rng: random.Random) -> list[float]:
+    n = len(logs)
+    return [sum(rng.choices(logs, k=n)) / n for _ in range(resamples)]
 
 
 def median(xs) -> float:
@@ -25,14 +38,12 @@ def geomean(xs) -> float:
 
 def bootstrap_geomean_ci(ratios, resamples: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap CI of the geometric mean of `ratios`."""
-    logs = torch.tensor([math.log(r) for r in ratios], dtype=torch.float64)
+    logs = [math.log(r) for r in ratios]
     n = len(logs)
     if n < 2:
         return (math.exp(logs[0]),) * 2 if n else (math.nan, math.nan)
-    g = torch.Generator().manual_seed(seed)
-    means = logs[torch.randint(0, n, (resamples, n), generator=g)].mean(dim=1)
-    lo, hi = torch.quantile(means, torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64))
-    return math.exp(lo), math.exp(hi)
+    means = sorted(_resampled_means(logs, resamples, random.Random(seed)))
+    return math.exp(_quantile(means, (1 - level) / 2)), math.exp(_quantile(means, (1 + level) / 2))
 
 
 def fast_p(speedups, p: float) -> float:
@@ -61,15 +72,11 @@ def bootstrap_ratio_ci(new_ratios, base_ratios, resamples: int = 2000, level: fl
     round contributes no spread (its one value is used in every draw). Returns (nan, nan) if either
     list is empty.
     """
-    new_logs = torch.tensor([math.log(r) for r in new_ratios], dtype=torch.float64)
-    base_logs = torch.tensor([math.log(r) for r in base_ratios], dtype=torch.float64)
-    if not len(new_logs) or not len(base_logs):
+    new_logs = [math.log(r) for r in new_ratios]
+    base_logs = [math.log(r) for r in base_ratios]
+    if not new_logs or not base_logs:
         return math.nan, math.nan
-    g = torch.Generator().manual_seed(seed)
-
-    def means(logs):
-        return logs[torch.randint(0, len(logs), (resamples, len(logs)), generator=g)].mean(dim=1)
-
-    diffs = means(new_logs) - means(base_logs)
-    lo, hi = torch.quantile(diffs, torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64))
-    return math.exp(lo), math.exp(hi)
+    rng = random.Random(seed)
+    diffs = sorted(a - b for a, b in zip(_resampled_means(new_logs, resamples, rng),
+                                         _resampled_means(base_logs, resamples, rng)))
+    return math.exp(_quantile(diffs, (1 - level) / 2)), math.exp(_quantile(diffs, (1 + level) / 2))

@@ -3,13 +3,15 @@
 #   bash scripts/h200_batch.sh STEPS [BENCH_ARGS...]
 # STEPS, comma-separated, run in this order:
 #   env        GPUs, driver, torch
-#   build      kbench build --all (pool), with the GPU tests alongside (on the second GPU when there is one)
+#   build      kbench build --all (pool)
+#   gputests   pytest -m gpu (after the build: a compiler beside a timed job would disturb its witness)
 #   calibrate  device ceilings (copy bandwidth, matmul rates) -> ceilings.json
 #   seeds      kbench check of the two seed problems (issue 6), one per GPU when there are two
 #   bench      kbench bench --all on every GPU, eager + torch.compile baselines, SOL column
 #   quality    scripts/bench_timing_quality.py (A/A, repeatability in 3 processes, ncu agreement)
 #   gate       baseline save / unchanged rerun / rerun with one candidate slowed 2x (issue 5)
 #   throughput scripts/bench_throughput.py (1 vs 2 GPUs, build pool vs serial; issue 8), args in $THROUGHPUT_ARGS
+#   harness    scripts/bench_harness.py (issue 15's targets: warm check, suite wall, overhead, candidates/hour)
 # Everything printed goes to $OUT/log.txt; every other artifact to $OUT/art/ (the caller tars it: the
 # device returns at most 8 files).
 set -uo pipefail
@@ -33,11 +35,11 @@ if has env; then
   nproc
 fi
 if has build; then
-  CUDA_VISIBLE_DEVICES=$LAST timed python3 -m pytest -m gpu -q tests/test_gpu.py > "$ART/pytest_gpu.txt" 2>&1 &
-  tests_pid=$!
   timed kb build --all --out "$RUNS" --set build.jobs="$(nproc)" | tail -8
-  # wait for the tests only: a bare `wait` would also wait for the tee behind `exec >` and never return
-  wait "$tests_pid"; tail -25 "$ART/pytest_gpu.txt"
+fi
+if has gputests; then
+  CUDA_VISIBLE_DEVICES=0 timed python3 -m pytest -m gpu -q -x tests/test_gpu.py > "$ART/pytest_gpu.txt" 2>&1
+  tail -40 "$ART/pytest_gpu.txt"
 fi
 if has calibrate; then
   CUDA_VISIBLE_DEVICES=0 timed kb calibrate $CEIL --out "$RUNS" && cp .kbench-ceilings/*.json "$ART/ceilings.json"
@@ -73,6 +75,9 @@ if has gate; then   # issue 5's GPU check on three problems: unchanged rerun pas
   printf '\n_fwd = ModelNew.forward\nModelNew.forward = lambda self, *a: (_fwd(self, *a), _fwd(self, *a))[1]  # deliberately 2x slower\n' >> $slow
   timed kb bench $G $GATE --baseline auto --fail-on-regression 2>&1 | tee -a "$ART/gate.txt" | tail -20
   cp "$RUNS/slow.bak" $slow; cp results/baselines/*.json "$ART/" 2>/dev/null
+fi
+if has harness; then
+  CUDA_VISIBLE_DEVICES=0 timed python3 scripts/bench_harness.py --out "$ART/harness.json" --runs "$RUNS/harness" -- $CEIL
 fi
 if has throughput; then
   timed python3 scripts/bench_throughput.py --out "$ART/throughput.json" --cache "$KBENCH_CACHE_DIR" ${THROUGHPUT_ARGS:-}

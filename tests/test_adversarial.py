@@ -9,7 +9,7 @@ ADVERSARIAL = ROOT / "tests" / "adversarial" / "kernels"
 EXPECTED = {   # candidate -> (status, flags that must be raised)
     "torch_fallback": ("integrity", {"no-custom-kernel"}),
     "try_except_fallback": ("integrity", {"no-custom-kernel", "exception-handler"}),
-    "reads_reference": ("integrity", {"no-custom-kernel", "introspection"}),
+    "reads_reference": ("integrity", {"introspection"}),     # finds no reference here: computes honestly
     "input_mutation": ("integrity", {"input-mutated"}),
     "output_alias": ("integrity", {"bad-output"}),
     "subclass_output": ("integrity", {"bad-output"}),
@@ -18,10 +18,18 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "empty_output": ("incorrect", set()),
     "zeros_output": ("incorrect", set()),
     "naive_sum": ("integrity", {"precision"}),
+    # the process model (issue 15): what only another process can stop
+    "clock_swap_cpp": ("integrity", {"timer-tampered"}),
+    "late_native_thread": ("incorrect", {"background-thread"}),
+    "native_spinner": ("integrity", {"background-thread"}),
+    "gc_sabotage_config": ("integrity", {"precision"}),
 }
+HARMLESS = ("set_threads", "gc_sabotage_reference", "forge_results", "env_secret")   # must pass like `honest`
+SECRET = "kbench-test-secret-4f1c"      # env_secret.py answers wrong if it can read this anywhere
 
 
-def test_every_exploit_is_caught(kbench):
+def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
+    monkeypatch.setenv("KBENCH_TEST_SECRET", SECRET)
     code, doc = kbench.json("bench", "cpu/1_Add_ReLU", "cpu/2_Row_Sum_Of_Squares",
                             "--set", f"paths.kernels={ADVERSARIAL}")
     got = by_candidate(doc)
@@ -37,7 +45,20 @@ def test_every_exploit_is_caught(kbench):
     assert cache["status"] in ("integrity", "incorrect"), cache["message"]
     if cache["status"] == "integrity":
         assert "cached-result" in {f["name"] for f in cache["flags"]}
-    assert set(got) == set(EXPECTED) | {"pointer_cache"}
+    assert set(got) == set(EXPECTED) | {"pointer_cache", "honest"} | set(HARMLESS)
+    honest = got["honest"]
+    assert honest["status"] == "ok" and honest["flags"] == [], honest["message"]
+    for name in HARMLESS:
+        r = got[name]
+        assert r["status"] == "ok" and not [f for f in r["flags"] if f["severity"] == "error"], (name, r["message"])
+        # the reference was not slowed from inside the candidate (its time is the honest job's, within noise)
+        assert r["timing"]["ref_ms"] < 1.6 * honest["timing"]["ref_ms"], (name, r["timing"], honest["timing"])
+        assert r["env"]["threads"] == honest["env"]["threads"]          # the judge's thread count is its own
+    assert got["env_secret"]["correctness"]["passed"] == got["env_secret"]["correctness"]["trials"]
+    # forged records never reach the results file: it holds exactly one record per job
+    lines = (kbench.runs / doc["run_id"] / "results.jsonl").read_text().splitlines()
+    assert len(lines) == len(got) and all('"forged"' not in line for line in lines)
+    assert all(r["env"].get("sandbox") == "seccomp" for r in got.values() if r["status"] in ("ok", "integrity", "incorrect"))
 
 
 def test_honest_fixture_raises_no_flag(kbench):

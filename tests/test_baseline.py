@@ -16,7 +16,7 @@ from kernelbench_cli.calibrate import AA_CANDIDATE, suggest_tau
 from kernelbench_cli.config import load_config
 from kernelbench_cli.errors import InputError
 from kernelbench_cli.gate import rerun_config
-from kernelbench_cli.loading import import_file
+from kernelbench_cli.candidate.loading import import_file
 from kernelbench_cli.results import Flag, Result, RunStore, Timing
 
 ENV = {"torch": "2.13.0+cpu", "cuda": None, "cpu": "x86_64", "machine": "x86_64", "threads": 2}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import FIXTURES, by_candidate
+from conftest import FIXTURES, ROOT, by_candidate
 
 pytestmark = pytest.mark.gpu
 CUDA_FIXTURES = ["--set", f"paths.kernels={FIXTURES / 'cuda_kernels'}", "--set", "timeouts.run_s=120"]
@@ -19,14 +19,44 @@ def test_cuda_batch_failures_and_exploits(kbench):
     assert got["correct"]["flags"] == []
     assert got["illegal_address"]["status"] in ("cuda-error", "crash")
     assert "illegal memory access" in (got["illegal_address"]["message"] + got["illegal_address"]["stderr_tail"])
-    side = got["side_stream"]
-    assert side["status"] == "integrity" and "side-stream" in {f["name"] for f in side["flags"]}, side
+    side = got["side_stream"]           # the candidate's own clock misses the side stream; the witness does not
+    assert side["status"] in ("integrity", "incorrect"), side
+    assert {f["name"] for f in side["flags"]} & {"timer-tampered", "late-work"} or side["status"] == "incorrect", side
+    late = got["late_device"]           # synchronisation disabled: work still on the device after "done"
+    assert late["status"] in ("integrity", "incorrect") and (
+        "late-work" in {f["name"] for f in late["flags"]} or late["status"] == "incorrect"), late
     assert got["empty_output"]["status"] == "incorrect"
+    assert ok_sandboxed(got["correct"])
     ok = got["correct"]
     assert ok["timing"]["clock"] == "cuda-events" and ok["timing"]["speedup"] > 0
     assert ok["custom_share"] is not None and ok["custom_share"] > 0.9
     assert ok["env"]["gpu"] and ok["env"]["arch_list"] == ok["env"]["sm"]
     assert code == 1
+
+
+@pytest.mark.xfail(strict=True, reason="open (issue 15): on the H200 the witness resolves ~0.15-0.25 ms per "
+                                       "call; a 10x event-clock lie on a 0.02 ms kernel hides 0.018 ms")
+def test_an_event_clock_lie_on_a_short_kernel_is_caught(kbench):
+    code, doc = kbench.json("check", "cpu/1", "--device", "cuda", "--kernel",
+                            FIXTURES / "cuda_kernels" / "cpu" / "1_Add_ReLU" / "event_clock.py", *CUDA_FIXTURES)
+    clock = doc["results"][0]
+    assert clock["status"] == "integrity" and "timer-tampered" in {f["name"] for f in clock["flags"]}, clock
+
+
+def ok_sandboxed(r) -> bool:
+    return r["env"].get("sandbox") == "seccomp" and r["timing"]["checked_calls"] > 0 and r["phases"]["load_s"] >= 0
+
+
+def test_every_bundled_cuda_candidate_passes_with_no_flag_and_is_witnessed(kbench):
+    """Honest kernels must never be flagged under the process model: every bundled CUDA candidate, each in
+    its own sandboxed candidate process, correct, timed, its witness agreeing with its own clock."""
+    code, doc = kbench.json("bench", "--all", "--device", "cuda", "--config", ROOT / "configs" / "quick.yaml",
+                            "--set", "timeouts.run_s=300", timeout=3000)
+    bad = {f"{r['problem']}::{r['candidate']}": (r["status"], r["message"], [f["name"] for f in r["flags"]])
+           for r in doc["results"] if r["status"] != "ok" or r["flags"]}
+    assert not bad, bad
+    assert all(ok_sandboxed(r) for r in doc["results"])
+    assert code == 0
 
 
 def test_cuda_seed_problem_simple_candidate_is_correct(kbench):

@@ -8,47 +8,68 @@ import time
 import pytest
 
 from kernelbench_cli.config import TimingConfig
-from kernelbench_cli.timing import measure, refresh_contents
+from kernelbench_cli.timing import measure
 
 
-def sleeper(ms: float):
-    def fn(*_):
-        time.sleep(ms / 1e3)
-    return fn
+class sleeper:
+    """A timing side whose calls take a known time."""
+
+    def __init__(self, ms: float):
+        self.ms = ms
+
+    def warmup(self, calls, ms):
+        pass
+
+    def sample(self, n):
+        out = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            time.sleep(self.ms / 1e3)
+            out.append((time.perf_counter() - t0) * 1e3)
+        return out
 
 
 def test_paired_rounds_measure_a_known_ratio():
     cfg = TimingConfig(warmup_calls=1, warmup_ms=1, samples_per_round=3, min_rounds=4, max_rounds=8,
-                       ci_target=0.02, budget_s=5, refresh_inputs=False)
-    t = measure(sleeper(4.0), sleeper(2.0), [[]], cfg, "cpu")
+                       ci_target=0.02, budget_s=5)
+    t = measure(sleeper(4.0), sleeper(2.0), cfg, clock="perf-counter")
     assert t.clock == "perf-counter" and 4 <= t.rounds <= 8
     assert 1.7 < t.speedup < 2.3 and t.ci_low <= t.speedup <= t.ci_high
-    assert 3.8 < t.ref_ms < 6 and 1.8 < t.cand_ms < 4
-    assert t.ref_host_ms > 3.5 and len(t.ref_rounds_ms) == t.rounds
+    assert 3.8 < t.ref_ms < 6 and 1.8 < t.cand_ms < 4 and len(t.ref_rounds_ms) == t.rounds
 
 
 def test_throttled_rounds_are_dropped_and_counted():
     cfg = TimingConfig(warmup_calls=1, warmup_ms=0, samples_per_round=1, min_rounds=3, max_rounds=6,
-                       ci_target=0.0, budget_s=60, refresh_inputs=False)
+                       ci_target=0.0, budget_s=60)
     pattern = itertools.cycle([False, True])       # every second round "throttled"
-    t = measure(sleeper(1.0), sleeper(1.0), [[]], cfg, "cpu", throttled=lambda: next(pattern))
+    t = measure(sleeper(1.0), sleeper(1.0), cfg, throttled=lambda: next(pattern))
     assert t.throttled_rounds == 3 and t.rounds == 3 and t.stop_reason == "max-rounds" and not t.throttled_kept
 
 
 def test_a_kernel_at_the_power_cap_throughout_keeps_its_paired_rounds():
     cfg = TimingConfig(warmup_calls=1, warmup_ms=0, samples_per_round=1, min_rounds=3, max_rounds=6,
-                       ci_target=0.0, budget_s=60, refresh_inputs=False)
-    t = measure(sleeper(1.0), sleeper(1.0), [[]], cfg, "cpu", throttled=lambda: True)
+                       ci_target=0.0, budget_s=60)
+    t = measure(sleeper(1.0), sleeper(1.0), cfg, throttled=lambda: True)
     assert t.throttled_rounds == 6 and t.rounds == 6 and t.throttled_kept
 
 
-def test_refresh_changes_contents_in_place_but_keeps_values():
+def test_every_timed_call_gets_fresh_contents_from_the_pool():
+    import random
+
     import torch
-    x, idx = torch.arange(6.0).reshape(3, 2), torch.tensor([2, 0, 1])
-    ptr = x.data_ptr()
-    refresh_contents([x, idx])
-    assert x.data_ptr() == ptr and not torch.equal(x, torch.arange(6.0).reshape(3, 2))
-    assert sorted(x.flatten().tolist()) == list(range(6)) and idx.tolist() == [2, 0, 1]
+
+    from kernelbench_cli.judge.sides import InputFeed
+    pool = [[torch.arange(64.0).reshape(8, 8), torch.tensor([2, 0, 1])]]
+    feed = InputFeed(pool, random.Random(0))
+    dst = [torch.empty(8, 8), torch.empty(3, dtype=torch.long)]
+    seen = set()
+    for _ in range(20):
+        ptr = dst[0].data_ptr()
+        feed.fill(dst)
+        assert dst[0].data_ptr() == ptr and sorted(dst[0].flatten().tolist()) == list(range(64))
+        assert dst[1].tolist() == [2, 0, 1]          # indices stay as they are
+        seen.add(tuple(dst[0].flatten().tolist()))
+    assert len(seen) >= 15                            # a new arrangement nearly every call
 
 
 def test_calibrate_then_roofline_and_compile_baseline(kbench, tmp_path):

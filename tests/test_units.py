@@ -9,7 +9,7 @@ import torch
 from kernelbench_cli import stats
 from kernelbench_cli.catalog import Catalog, detect_backend, read_candidate
 from kernelbench_cli.config import load_config
-from kernelbench_cli.correctness import (check_aliasing, check_inputs_unchanged, check_output_types, compare,
+from kernelbench_cli.correctness import (check_inputs_unchanged, compare,
                                          precision_flag, rel_l2)
 from kernelbench_cli.errors import InputError
 from kernelbench_cli.results import Correctness, Result
@@ -56,18 +56,9 @@ def test_compare_nan_positions_must_match():
     assert "NaN" in compare(r, torch.tensor([1.0, 2.0]), 1e-4, 1e-4)["reason"]
 
 
-def test_output_checks():
-    ref = torch.zeros(2, 3)
-    assert check_output_types(ref, torch.zeros(2, 3)) is None
-    assert "shape" in check_output_types(ref, torch.zeros(3, 2))
-    assert "dtype" in check_output_types(ref, torch.zeros(2, 3, dtype=torch.float64))
-
-    class Sneaky(torch.Tensor):
-        pass
-    assert "not a plain torch.Tensor" in check_output_types(ref, torch.zeros(2, 3).as_subclass(Sneaky))
+def test_input_mutation_check():
     x = torch.randn(6)
-    assert "shares memory" in check_aliasing(x.view(2, 3), [x])
-    assert check_aliasing(x.clone(), [x]) is None
+    assert check_inputs_unchanged([x], [x.clone()]) is None
     y = x.clone()
     y[0] += 1
     assert "input 0 was modified" in check_inputs_unchanged([x], [y])

@@ -1,14 +1,19 @@
-"""What every executor shares: one build per candidate file, log names, and the collector that appends
-each Result to the run store as it arrives and hands the batch back in job order."""
+"""What every executor shares: one build per candidate file, the progress bars, and the collector that
+appends each Result to the run store as it arrives and hands the batch back in job order."""
 from __future__ import annotations
 
 import copy
 import dataclasses
-import re
 import threading
 
 from .. import results as R
 from ..results import Result, RunStore
+
+
+def progress_bar(console):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TextColumn("{task.fields[current]}"), console=console)
 
 
 def group_builds(jobs) -> dict[str, list[int]]:
@@ -21,23 +26,16 @@ def group_builds(jobs) -> dict[str, list[int]]:
     return groups
 
 
-def build_tag(n: int, job) -> str:
-    """Worker log/spec names in runs/<id>/jobs/: build-003-56_Matmul_Sigmoid_Sum-fast.log."""
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{job.problem.stem}-{job.candidate.name}")[:80]
-    return f"build-{n:03d}-{name}"
-
-
 def as_job_result(built: Result, job) -> Result:
     """A build result stands for every job of its candidate (a failed build, or `kbench build`)."""
     return built if built.problem == job.problem.key else dataclasses.replace(copy.deepcopy(built),
                                                                               problem=job.problem.key)
 
 
-def internal_error(spec: dict, error: BaseException) -> Result:
+def internal_error(job, cfg, device: str, error: BaseException) -> Result:
     """A Result for a job whose launch itself failed (never a candidate's doing), so the batch goes on."""
-    return Result(problem=spec["problem_key"], candidate=spec["candidate_name"], candidate_path=spec["candidate_path"],
-                  device=spec["device"], dtype=spec["config"]["dtype"], status=R.CRASH,
-                  message=f"could not run the worker: {type(error).__name__}: {error}"[:300])
+    return job.result(cfg, device, status=R.CRASH, phase="done",
+                      message=f"could not run the job: {type(error).__name__}: {error}"[:300])
 
 
 def record_slot(result: Result, slot: str) -> None:
@@ -78,7 +76,7 @@ class Collector:
     def start(self, progress, n_builds: int, build_only: bool, cfg, device: str):
         """Add the progress bars and settle the jobs whose file is unusable (they need no build or run);
         returns the build bar's task."""
-        from ..executor import file_error_result
+        from .plan import file_error_result
         build_bar = progress.add_task("build", total=n_builds, current="")
         if not build_only:
             self.progress, self.task = progress, progress.add_task("run", total=len(self.jobs), current="")

@@ -1,14 +1,16 @@
-"""Run jobs on this host: a build pool, and one worker slot per GPU (--gpus) or per CPU worker (--workers)
-fed from one queue.
+"""Run jobs on this host: a build pool, and one slot per GPU (--gpus) or per CPU worker (--workers) fed
+from one queue.
 
-Each build is a worker process supervised by a thread of the pool (`build.jobs` at a time). When a build
+Each build is a build process supervised by a thread of the pool (`build.jobs` at a time). When a build
 finishes, its jobs go straight to the run queue on CUDA, so the GPUs measure while other candidates still
 compile. On the CPU backend the queue opens after the last build: a compiler running next to a timed CPU
 job would be timed with it.
 
-A slot is a thread that takes the next job and runs it in a fresh isolated worker. On CUDA a slot owns one
-GPU and its workers see only that one (CUDA_VISIBLE_DEVICES), so two jobs never share a GPU; the slot's
-name goes into Result.env["slot"].
+A slot is a thread that keeps one reference process (judge) per problem: it takes the next job, reuses
+its judge if the job is of the same problem (reference outputs, oracle and a warm candidate process are
+ready), else replaces it. On CUDA a slot owns one GPU and its processes see only that one
+(CUDA_VISIBLE_DEVICES), so two jobs never share a GPU; the slot's name goes into Result.env["slot"].
+The queue is ordered by problem, so a slot's consecutive jobs share a judge.
 """
 from __future__ import annotations
 
@@ -22,10 +24,11 @@ from pathlib import Path
 from .. import results as R
 from ..build import build_env, build_parallelism
 from ..errors import InputError
-from ..isolation import kill_running, run_isolated
 from ..results import Result
-from ..executor import _progress as progress_bar
-from .common import Collector, as_job_result, build_tag, group_builds, internal_error, record_slot
+from . import lifecycle
+from .collect import Collector, as_job_result, group_builds, internal_error, progress_bar, record_slot
+from .judges import JudgeClient, build
+from .plan import tag
 
 
 @dataclass(frozen=True)
@@ -85,34 +88,55 @@ def make_slots(cfg, device: str) -> list[Slot]:
     return [Slot(f"cpu{i}", threads) for i in range(n)]
 
 
-def _run(spec: dict, work: Path, tag: str, timeout_s: float, env: dict) -> Result:
-    try:
-        return run_isolated(spec, work, tag, timeout_s, env)
-    except Exception as e:       # e.g. the work dir vanished: report it on this job, keep the batch going
-        return internal_error(spec, e)
-
-
 def execute_local(jobs, cfg, device: str, store, console, build_only: bool = False, on_result=None,
                   overlap: bool | None = None) -> list[Result]:
-    """Build every candidate once, run each job in a fresh worker on a free slot; Results in job order.
-    `overlap`: start jobs while other candidates build (default: on CUDA only, see the module doc)."""
+    """Build every candidate once, run each job through its problem's judge on a free slot; Results in job
+    order. `overlap`: start jobs while other candidates build (default: on CUDA only, see the module doc)."""
     overlap = device == "cuda" if overlap is None else overlap
-    work = store.jobs
+    logs = store.jobs
     groups = group_builds(jobs)
     collector = Collector(jobs, store, on_result)
     builders, max_jobs = build_parallelism(cfg, len(groups))
     b_env = build_env(cfg, device, max_jobs)
-    r_env = build_env(cfg, device, build_parallelism(cfg, 1)[1])   # a run compiles only on a cache miss
+    r_env = build_env(cfg, device, build_parallelism(cfg, 1)[1])
     slots = [] if build_only else make_slots(cfg, device)
-    runq: queue.Queue = queue.Queue()
+    runq: queue.PriorityQueue = queue.PriorityQueue()    # (problem order, job index): a judge serves a run of jobs
 
     def slot_loop(slot: Slot) -> None:
-        while (item := runq.get()) is not None:
-            i, built = item
-            result = _run(jobs[i].spec(cfg, device), work, f"job-{i}", cfg.timeouts.run_s, {**r_env, **slot.env})
-            result.build = built.build     # the build phase saw the real compile (or cache hit)
-            record_slot(result, slot.name)
-            collector.finish(i, result)
+        judge = None
+        try:
+            while (item := runq.get())[2] is not None:
+                _, i, built = item
+                job = jobs[i]
+                try:
+                    if judge is not None and (judge.problem_key != job.problem.key or not judge.alive):
+                        judge.close()
+                        judge = None
+                    if judge is None:
+                        judge = JudgeClient(job.problem.key, str(job.problem.path), cfg, device, {**r_env, **slot.env}, logs)
+                    result = judge.run(job, job.spec(cfg, tag("job", i, job)))
+                    if not judge.alive:
+                        judge = None
+                except Exception as e:       # e.g. the run folder vanished: report it on this job, keep going
+                    result = internal_error(job, cfg, device, e)
+                result.build = built.build     # the build phase saw the real compile (or cache hit)
+                record_slot(result, slot.name)
+                collector.finish(i, result)
+        finally:
+            if judge is not None:
+                judge.close()
+
+    order = {key: n for n, key in enumerate(dict.fromkeys(j.problem.key for j in jobs))}
+
+    def enqueue(i, built):
+        runq.put((order[jobs[i].problem.key], i, built))
+
+    def do_build(n, idx):
+        job = jobs[idx[0]]
+        try:
+            return build(job, cfg, device, b_env, logs, tag("build", n, job))
+        except Exception as e:
+            return internal_error(job, cfg, device, e)
 
     with progress_bar(console) as progress:
         build_bar = collector.start(progress, len(groups), build_only, cfg, device)
@@ -122,9 +146,7 @@ def execute_local(jobs, cfg, device: str, store, console, build_only: bool = Fal
         pool = ThreadPoolExecutor(max_workers=builders, thread_name_prefix="kbench-build")
         held = []
         try:
-            futures = {pool.submit(_run, dict(jobs[idx[0]].spec(cfg, device), mode="build"), work,
-                                   build_tag(n, jobs[idx[0]]), cfg.timeouts.build_s, b_env): path
-                       for n, (path, idx) in enumerate(groups.items())}
+            futures = {pool.submit(do_build, n, idx): path for n, (path, idx) in enumerate(groups.items())}
             for fut in as_completed(futures):
                 built = fut.result()
                 progress.update(build_bar, advance=1, current=f"{built.candidate}: {built.build.status}")
@@ -132,17 +154,20 @@ def execute_local(jobs, cfg, device: str, store, console, build_only: bool = Fal
                     if build_only or built.status != R.OK:
                         collector.finish(i, as_job_result(built, jobs[i]))
                     elif overlap:
-                        runq.put((i, built))
+                        enqueue(i, built)
                     else:
                         held.append((i, built))
-            for item in held + [None] * len(threads):
-                runq.put(item)
+            for i, built in held:
+                enqueue(i, built)
+            for k, _ in enumerate(threads):
+                runq.put((1 << 30, k, None))
             for t in threads:
-                t.join()
-        except BaseException:         # Ctrl-C: no worker may outlive the run
+                while t.is_alive():
+                    t.join(0.2)        # short joins: the main thread must stay responsive to signals
+        except BaseException:         # Ctrl-C, SIGTERM: no process may outlive the run
             collector.close()
             pool.shutdown(wait=False, cancel_futures=True)
-            kill_running()
+            lifecycle.kill_all()
             raise
         pool.shutdown()
     return collector.results()

@@ -1,9 +1,9 @@
 """Run jobs on a Ray cluster (`--executor ray [--ray-address ADDR]`, `pip install 'kbench[ray]'`).
 
 Builds are CPU tasks; a job is a task holding one GPU (num_gpus=1; one CPU on the CPU backend), so Ray
-spreads jobs over every GPU of every node and never puts two on one GPU. Each task runs the same
-isolated worker subprocess as the local executor (isolation.run_isolated) and returns the Result as a
-dict; the driver waits on whichever task ends first (ray.wait), appends its Result to the run store at
+spreads jobs over every GPU of every node and never puts two on one GPU. Each task runs the same two
+process kinds as the local executor (a build process, or a reference process that judges the job in a
+candidate process of its own: orchestrate/judges.py) and returns the Result as a dict; the driver waits on whichever task ends first (ray.wait), appends its Result to the run store at
 once and, when a build ends, submits that candidate's jobs. Tasks are never retried: if a node or a Ray
 worker dies mid-job, that job gets a `crash` Result naming Ray's error and the run goes on.
 
@@ -24,7 +24,8 @@ from .. import results as R
 from ..build import build_env, build_parallelism, detect_arch
 from ..errors import InputError
 from ..results import Result
-from .common import Collector, as_job_result, build_tag, group_builds, internal_error, record_slot
+from .collect import Collector, as_job_result, group_builds, internal_error, progress_bar, record_slot
+from .plan import Job, tag
 
 INSTALL_HINT = "--executor ray needs Ray, which is not installed: pip install 'kbench[ray]'"
 
@@ -42,19 +43,19 @@ def require_ray() -> None:
     import_ray()
 
 
-def _localize(spec: dict, files: dict) -> dict:
-    """On a node without the driver's files, write them to a temp dir and point the spec there."""
-    missing = {k: text for k, text in files.items() if spec.get(k) and not Path(spec[k]).is_file()}
-    if not missing:
-        return spec
-    spec = dict(spec)
-    where = Path(tempfile.mkdtemp(prefix="kbench-files-"))
-    for key, text in missing.items():
-        path = where / key / Path(spec[key]).name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        spec[key] = str(path)
-    return spec
+def _localize(job: Job, files: dict) -> Job:
+    """On a node without the driver's files, write them to a temp dir and point the job there."""
+    import dataclasses
+    where = None
+    for attr, text in files.items():
+        obj = getattr(job, attr)
+        if not Path(obj.path).is_file():
+            where = where or Path(tempfile.mkdtemp(prefix="kbench-files-"))
+            path = where / attr / Path(obj.path).name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            job = dataclasses.replace(job, **{attr: dataclasses.replace(obj, path=path)})
+    return job
 
 
 def _slot_name() -> str:
@@ -64,25 +65,33 @@ def _slot_name() -> str:
     return f"ray:{node}:gpu{','.join(map(str, gpus))}" if gpus else f"ray:{node}:pid{os.getpid()}"
 
 
-def run_task(spec: dict, files: dict, work_dir: str, tag: str, timeout_s: float, env: dict) -> dict:
-    """Body of every Ray task: the isolated worker, exactly as on the local executor."""
-    from ..isolation import run_isolated
+def run_task(kind: str, job: Job, cfg, device: str, files: dict, work_dir: str, name: str, env: dict) -> dict:
+    """Body of every Ray task: a build process, or a reference process judging one job, as on the local
+    executor."""
+    from .judges import JudgeClient, build
     env = dict(env)
-    if spec["device"] == "cuda" and "TORCH_CUDA_ARCH_LIST" not in env:
+    if device == "cuda" and "TORCH_CUDA_ARCH_LIST" not in env:
         env["TORCH_CUDA_ARCH_LIST"] = detect_arch()   # build.arch auto: this node's GPU (None: torch decides)
+    here = _localize(job, files)
     try:
-        result = run_isolated(_localize(spec, files), Path(work_dir), tag, timeout_s, env)
+        if kind == "build":
+            result = build(here, cfg, device, env, Path(work_dir), name)
+        else:
+            judge = JudgeClient(here.problem.key, str(here.problem.path), cfg, device, env, Path(work_dir))
+            try:
+                result = judge.run(here, here.spec(cfg, name))
+            finally:
+                judge.close()
+            record_slot(result, _slot_name())
     except Exception as e:
-        result = internal_error(spec, e)
-    result.candidate_path = spec["candidate_path"]     # the driver's path, not the node's copy
-    if spec["mode"] == "run":
-        record_slot(result, _slot_name())
+        result = internal_error(job, cfg, device, e)
+    result.candidate_path = str(job.candidate.path)     # the driver's path, not the node's copy
     return result.to_dict()
 
 
-def _ray_failure(spec: dict, error: BaseException) -> Result:
+def _ray_failure(job: Job, cfg, device: str, error: BaseException) -> Result:
     first = (str(error).strip().splitlines() or [""])[0]
-    result = internal_error(spec, error)
+    result = internal_error(job, cfg, device, error)
     result.message = f"Ray task failed: {type(error).__name__}: {first}"[:300]
     return result
 
@@ -107,7 +116,6 @@ def _read(path: str) -> str:
 def execute_ray(jobs, cfg, device: str, store, console, build_only: bool = False, on_result=None) -> list[Result]:
     ray = import_ray()
     _connect(ray, cfg)
-    from ..executor import _progress
     task = ray.remote(run_task)
     build_task = task.options(num_cpus=1, max_retries=0)
     run_on = task.options(num_gpus=1, num_cpus=1, max_retries=0) if device == "cuda" else \
@@ -125,27 +133,26 @@ def execute_ray(jobs, cfg, device: str, store, console, build_only: bool = False
     def files_of(job) -> dict:
         key = (str(job.problem.path), str(job.candidate.path))
         if key not in files:
-            files[key] = {"problem_path": _read(key[0]), "candidate_path": _read(key[1])}
+            files[key] = {"problem": _read(key[0]), "candidate": _read(key[1])}
         return files[key]
 
-    pending = {}   # ObjectRef -> (kind, key, spec): ("build", candidate path, spec) or ("run", job index, spec)
+    pending = {}   # ObjectRef -> (kind, key): ("build", candidate path) or ("run", job index)
     built_of: dict[int, Result] = {}
-    with _progress(console) as progress:
+    with progress_bar(console) as progress:
         build_bar = collector.start(progress, len(groups), build_only, cfg, device)
         for n, (path, idx) in enumerate(groups.items()):
             job = jobs[idx[0]]
-            spec = dict(job.spec(cfg, device), mode="build")
-            ref = build_task.remote(spec, files_of(job), work, build_tag(n, job), cfg.timeouts.build_s, b_env)
-            pending[ref] = ("build", path, spec)
+            ref = build_task.remote("build", job, cfg, device, files_of(job), work, tag("build", n, job), b_env)
+            pending[ref] = ("build", path, job)
         try:
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1)
                 for ref in done:
-                    kind, key, spec = pending.pop(ref)
+                    kind, key, job = pending.pop(ref)
                     try:
                         result = Result.from_dict(ray.get(ref))
                     except Exception as e:     # the task's worker or node died: RayTaskError, WorkerCrashedError...
-                        result = _ray_failure(spec, e)
+                        result = _ray_failure(job, cfg, device, e)
                     if kind == "run":
                         result.build = built_of[key].build
                         collector.finish(key, result)
@@ -156,13 +163,12 @@ def execute_ray(jobs, cfg, device: str, store, console, build_only: bool = False
                             collector.finish(i, as_job_result(result, jobs[i]))
                             continue
                         built_of[i] = result
-                        run_spec = jobs[i].spec(cfg, device)
-                        ref = run_on.remote(run_spec, files_of(jobs[i]), work, f"job-{i}", cfg.timeouts.run_s, r_env)
-                        pending[ref] = ("run", i, run_spec)
+                        ref = run_on.remote("run", jobs[i], cfg, device, files_of(jobs[i]), work,
+                                            tag("job", i, jobs[i]), r_env)
+                        pending[ref] = ("run", i, jobs[i])
         except BaseException:
             collector.close()
             for ref in pending:
                 ray.cancel(ref, force=True)
             raise
     return collector.results()
-

@@ -1,0 +1,287 @@
+"""The candidate process (untrusted): one per job, started warm, discarded after it.
+
+    python -m kernelbench_cli.candidate run     (fd $KBENCH_FD: the socket to the reference process)
+    python -m kernelbench_cli.candidate build   (fd $KBENCH_FD: the socket to the parent; compiles, exits)
+
+`run`: before any candidate code exists here, it ties itself to the reference process (parent-death
+signal), drops capabilities, imports torch and brings the device up (so the judge can start it ahead of
+need), and answers timing pings. On a job it maps the shared buffers, installs the seccomp filter
+(sandbox.confine), imports the candidate from the build cache without compiling, builds ModelNew and
+serves calls. Every number it sends is a claim: the judge checks outputs itself, times the calls with
+its own clock (the witness) and freezes this process between calls.
+"""
+from __future__ import annotations
+
+import faulthandler
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from .. import sandbox
+from ..channel import Channel, Reply, map_specs
+
+LOG_TAIL = 4000
+
+
+def one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"[:300]
+
+
+def failure_status(e: BaseException) -> str:
+    return "cuda-error" if "CUDA error" in str(e) or type(e).__name__ == "AcceleratorError" else "runtime-error"
+
+
+def import_candidate(path: str, cache_dir: str, verbose: bool, compile: bool):
+    """(module or None, BuildInfo dict, failure Reply or None, interceptor)."""
+    from .loading import BuildFailed, BuildInterceptor, import_file
+    interceptor = BuildInterceptor(cache_dir, verbose, compile=compile)
+    interceptor.install()
+    start = time.perf_counter()
+    module, error = None, None
+    try:
+        module = import_file(path, "kbench_candidate")
+    except BuildFailed as e:
+        error = e
+    except Exception as e:
+        traceback.print_exc()
+        error = e
+    exts = interceptor.extensions
+    build = {"extensions": exts, "seconds": round(time.perf_counter() - start, 3),
+             "status": "failed" if interceptor.failure else "none" if not exts
+             else "cached" if all(x["cached"] for x in exts) else "built", "log": ""}
+    if interceptor.failure:
+        build["log"] = interceptor.failure[-LOG_TAIL:]
+        print(interceptor.failure, file=sys.stderr)
+        name = exts[-1]["name"] if exts else "?"
+        return None, build, Reply(op="error", ok=False, status="compile-error",
+                                  message=f"extension '{name}' failed to build (compiler output in the log)"), interceptor
+    if error is not None:
+        return None, build, Reply(op="error", ok=False, status="import-error",
+                                  message=f"importing the candidate raised {one_line(error)}"), interceptor
+    if not hasattr(module, "ModelNew"):
+        return None, build, Reply(op="error", ok=False, status="missing-modelnew",
+                                  message="the candidate defines no ModelNew; add class ModelNew(nn.Module)"), interceptor
+    return module, build, None, interceptor
+
+
+class Server:
+    def __init__(self, chan: Channel):
+        import torch
+        self.torch, self.chan = torch, chan
+        self.device = os.environ.get("KBENCH_DEVICE", "cpu")
+        self.model = self.interceptor = self.flush = None
+        self.last: dict = {}
+        self.lanes: list = []
+        self.inputs, self.outputs, self.extra, self.weights = [], [], [], []
+        if self.device == "cuda":
+            torch.cuda.init()
+            a = torch.randn(256, 256, device="cuda")
+            (a @ a).sum().item()                    # context, cuBLAS handle and workspace: off the clock
+            torch.cuda.synchronize()
+        torch.ones(1 << 20).mul_(2).sum()           # the intra-op thread pool, before the thread baseline
+
+    def serve(self) -> None:
+        while True:
+            msg, fds = self.chan.recv()
+            op = msg.get("op")
+            if op == "quit":
+                return
+            handler = getattr(self, f"op_{op}", None)
+            try:
+                reply = handler(msg, fds) if handler else Reply(op="error", ok=False, message=f"unknown op {op}")
+            except Exception as e:          # the forward (or constructor) raised: a reported result
+                traceback.print_exc()
+                reply = Reply(op="error", ok=False, status=failure_status(e), message=one_line(e))
+            self.chan.send(reply)
+
+    def op_map(self, msg, fds) -> Reply:
+        """The job's buffers (lanes of input and output slots, one lane per call of a batch; the reference's
+        weights) and a stand-in: the problem's own Model with those weights, so the judge can time the whole
+        path of a batch on trusted code before any candidate code exists here (op_ping)."""
+        torch = self.torch
+        fds = list(fds)
+        self.lanes = []
+        for lane in msg["lanes"]:
+            ins = map_specs(lane["inputs"], fds[:len(lane["inputs"])], self.device)
+            fds = fds[len(ins):] if self.device == "cpu" else fds
+            outs = map_specs(lane["outputs"], fds[:len(lane["outputs"])], self.device)
+            fds = fds[len(outs):] if self.device == "cpu" else fds
+            self.lanes.append((ins, outs))
+        self.weights = map_specs(msg["weights"], fds, self.device)
+        self.inputs, self.outputs = self.lanes[0]
+        if self.device == "cuda" and msg.get("flush_bytes"):
+            self.flush = torch.empty(msg["flush_bytes"], dtype=torch.uint8, device="cuda")
+        from .loading import import_file
+        problem = import_file(msg["problem_path"], "kbench_standin_problem")
+        with torch.device(self.device):
+            torch.manual_seed(msg["seed"])
+            standin = problem.Model(*msg["init_args"])
+        self.model = standin.to(device=self.device, dtype=getattr(torch, msg["dtype"])).eval()
+        if msg["weight_names"]:
+            self.model.load_state_dict(dict(zip(msg["weight_names"], self.weights)))
+        spans = [[t.data_ptr(), t.data_ptr() + t.untyped_storage().nbytes()] for ins, _ in self.lanes for t in ins]
+        return Reply(op="mapped", addresses=spans)
+
+    def op_ping(self, msg, fds) -> Reply:
+        """A whole batch on the stand-in: the judge's witness time minus the stand-in's own times is what a
+        batch costs beyond the forwards (hand-over, flushes, copying outputs into the slots, freeing them)."""
+        reply = self.op_call(msg, fds)
+        reply.ms = sum(reply.times)
+        return reply
+
+    def op_load(self, msg, fds) -> Reply:
+        torch = self.torch
+        weights, self.weights, self.model = self.weights, [], None
+        sys.modules.pop("kbench_standin_problem", None)
+        import gc
+        gc.collect()            # the stand-in is gone before candidate code could look for it
+        confined = sandbox.confine()
+        sys.dont_write_bytecode = True
+        module, build, failure, self.interceptor = import_candidate(msg["candidate_path"], msg["cache_dir"],
+                                                                    msg.get("verbose", False), compile=False)
+        if failure:
+            failure.build = build
+            return failure
+        dtype = getattr(torch, msg["dtype"])
+        init_args = msg["init_args"]
+        try:
+            with torch.device(self.device):
+                torch.manual_seed(msg["seed"])
+                model = module.ModelNew(*init_args)
+            model = model.to(device=self.device, dtype=dtype).eval()
+        except Exception as e:
+            traceback.print_exc()
+            status = "bad-constructor" if isinstance(e, TypeError) else failure_status(e)
+            return Reply(op="error", ok=False, status=status, build=build,
+                         message=f"ModelNew(*get_init_inputs()) raised {one_line(e)}; ModelNew must take the same "
+                                 "constructor arguments as Model")
+        names = msg["weight_names"]
+        sd = model.state_dict()
+        how = "seed" if names or sd else "none"
+        if names and list(sd.keys()) == names and all(tuple(sd[k].shape) == tuple(w.shape) for k, w in zip(names, weights)):
+            model.load_state_dict(dict(zip(names, weights)))
+            how = "state_dict"
+        self.extra = [p for p in list(model.parameters()) + list(model.buffers())]
+        self.model = model
+        del weights
+        return Reply(op="loaded", build=build, weights=how, sandbox="seccomp" if confined else "none")
+
+    def _calls(self) -> int:
+        return sum(self.interceptor.calls.values()) if self.interceptor else 0
+
+    def op_call(self, msg, fds) -> Reply:
+        """A batch of calls, one per lane named, back to back: each timed with this process's clock, its
+        outputs then copied into its lane's output slots (CUDA) or left where the judge can read them (CPU);
+        between calls the L2 is flushed (the judge flushed it before the first)."""
+        torch = self.torch
+        self.last = {}
+        reply = Reply(op="done")
+        events = []
+        with torch.no_grad():
+            for pos, lane in enumerate(msg.get("lanes", [0])):
+                self.inputs, self.outputs = self.lanes[lane]
+                if pos and self.flush is not None:
+                    self.flush.zero_()
+                if self.device == "cuda":
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    out = self.model(*self.inputs)
+                    end.record()
+                    events.append((start, end))
+                else:
+                    t0 = time.perf_counter_ns()
+                    out = self.model(*self.inputs)
+                    reply.times.append((time.perf_counter_ns() - t0) / 1e6)
+                reply.each.append(self._deliver(out, lane))
+                del out
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+                reply.times = [s.elapsed_time(e) for s, e in events]
+        reply.calls = self._calls()
+        return reply
+
+    def _deliver(self, out, lane: int) -> list:
+        """[outputs, mismatch] for one call; the outputs stay alive until the next batch."""
+        torch = self.torch
+        outs = flatten(out)
+        self.last[lane] = out
+        described = []
+        own = {t.untyped_storage().data_ptr(): f"input {i}" for i, t in enumerate(self.inputs) if t.numel()}
+        own.update({t.untyped_storage().data_ptr(): "a parameter" for t in self.extra if t.numel()})
+        for t in outs:
+            if isinstance(t, torch.Tensor):
+                span = (sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1) * t.element_size() \
+                    if t.numel() else 0
+                described.append([list(t.shape), str(t.dtype).replace("torch.", ""), type(t) is torch.Tensor,
+                                  own.get(t.untyped_storage().data_ptr(), "") if t.numel() else "",
+                                  t.data_ptr(), list(t.stride()), span])
+            else:
+                described.append([[], type(t).__name__, False, "", 0, [], 0])
+        if len(outs) != len(self.outputs) or not isinstance(out, (torch.Tensor, list, tuple)):
+            return [described, f"{len(outs)} output(s), expected {len(self.outputs)}"]
+        for i, (t, slot) in enumerate(zip(outs, self.outputs)):
+            if not isinstance(t, torch.Tensor) or t.shape != slot.shape or t.dtype != slot.dtype:
+                return [described, f"output {i} is {described[i][1]} {tuple(described[i][0])}, expected "
+                                   f"{str(slot.dtype).replace('torch.', '')} {tuple(slot.shape)}"]
+            if t.device.type != self.device:
+                return [described, f"output {i} on {t.device}, expected {self.device}"]
+        if self.device == "cuda":
+            for t, slot in zip(outs, self.outputs):
+                slot.copy_(t)
+        return [described, ""]
+
+    def op_profile(self, msg, fds) -> Reply:
+        from ..integrity import custom_kernel_share
+        names = {k for ext in (self.interceptor.extensions if self.interceptor else []) for k in ext.get("kernels", [])}
+        if self.device != "cuda" or not names:
+            return Reply(op="profiled")
+        try:
+            with self.torch.no_grad():
+                share, top = custom_kernel_share(self.model, self.inputs, names)
+        except Exception as e:     # the profiler needs what the sandbox may refuse: no share, not a failure
+            return Reply(op="profiled", top=f"profiler unavailable: {one_line(e)}")
+        return Reply(op="profiled", custom_share=-1.0 if share is None else share, top=top)
+
+
+def flatten(obj) -> list:
+    if isinstance(obj, (list, tuple)):
+        return [t for o in obj for t in flatten(o)]
+    return [obj]
+
+
+def run_main() -> int:
+    sandbox.tie_to_parent(int(os.environ.get("KBENCH_PARENT_PID", "0")) or None)
+    sandbox.drop_capabilities()          # before torch starts any thread: capabilities are per thread
+    faulthandler.enable()
+    chan = Channel.from_fd(int(os.environ["KBENCH_FD"]))
+    server = Server(chan)
+    chan.send(Reply(op="ready"))
+    server.serve()
+    return 0
+
+
+def build_main() -> int:
+    """Import the candidate with load_inline compiling into the cache; report the BuildInfo."""
+    sandbox.tie_to_parent(int(os.environ.get("KBENCH_PARENT_PID", "0")) or None)
+    sandbox.drop_capabilities()
+    faulthandler.enable()
+    chan = Channel.from_fd(int(os.environ["KBENCH_FD"]))
+    msg, _ = chan.recv()
+    _, build, failure, _ = import_candidate(msg["candidate_path"], msg["cache_dir"], msg.get("verbose", False),
+                                            compile=True)
+    reply = failure or Reply(op="built")
+    reply.build = build
+    chan.send(reply)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    os.chdir(os.environ.get("KBENCH_WORKDIR", "/"))
+    return {"run": run_main, "build": build_main}[argv[0]]()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,176 @@
+"""The reference process's hold on a candidate process: start it warm, freeze it between calls, call it
+with a witness clock, see its threads and whether it left work on the device.
+
+Freezing is SIGSTOP confirmed by waitpid(WUNTRACED): the kernel reports the stop only once every thread of
+the candidate has stopped, Python or native, so nothing of it runs while the reference is timed, while
+its outputs are compared, or after it said a call was done. The witness is this process's own clock
+around a call: from handing over (thaw + message) to receiving the reply, then the freeze.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ..channel import MAX_UNTRUSTED_MESSAGE, Channel, ChannelClosed, Reply, from_message
+
+PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
+# What a candidate process may see of the environment: enough to find compilers, libraries and the GPU;
+# no tokens, credentials or kbench paths.
+ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "LIBRARY_PATH",
+             "CUDA_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "CC", "CXX", "OMP_NUM_THREADS",
+             "MKL_NUM_THREADS", "MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_",
+             "NVIDIA_VISIBLE_DEVICES", "CUDA_MODULE_LOADING", "OMP_WAIT_POLICY")
+
+
+class CandidateFailed(Exception):
+    """The candidate process reported an error, died, or ran out of time; `status` is the Result status."""
+
+    def __init__(self, status: str, message: str, reply: Reply | None = None, phase: str = ""):
+        super().__init__(message)
+        self.status, self.message, self.reply, self.phase = status, message, reply, phase
+
+
+def candidate_env(device: str, workdir: str, fd: int, extra: dict | None = None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k in ENV_ALLOW}
+    env.update({k: str(v) for k, v in (extra or {}).items() if k in ENV_ALLOW and v is not None})
+    env.update(PYTHONPATH=PACKAGE_PARENT, PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1", HOME=workdir,
+               TMPDIR=workdir, KBENCH_DEVICE=device, KBENCH_FD=str(fd), KBENCH_PARENT_PID=str(os.getpid()),
+               KBENCH_WORKDIR=workdir)
+    return env
+
+
+class CandidateProcess:
+    def __init__(self, device: str, log_path: Path, mode: str = "run", extra_env: dict | None = None,
+                 new_group: bool = False):
+        """new_group: a build process started by the parent gets a process group of its own; a candidate
+        process started by the reference process stays in the reference process's group."""
+        self.device, self.log_path = device, Path(log_path)
+        self.workdir = tempfile.mkdtemp(prefix="kbench-cand-")
+        self.chan, theirs = Channel.pair()
+        self.chan.limit = MAX_UNTRUSTED_MESSAGE
+        self.log = open(self.log_path, "w")
+        env = candidate_env(device, self.workdir, theirs.fileno(), extra_env)
+        self.proc = subprocess.Popen([sys.executable, "-m", "kernelbench_cli.candidate", mode], cwd=self.workdir,
+                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, env=env,
+                                     pass_fds=(theirs.fileno(),), start_new_session=new_group)
+        theirs.close()
+        self.pid = self.proc.pid
+        self.exit_status: int | None = None     # as Popen.returncode: -signal or the exit code
+        self.ready = False
+        self.threads0: set[str] = set()
+
+    # --- lifecycle ---
+    def wait_ready(self, timeout: float) -> None:
+        """The process is warm (torch imported, device up): take the thread baseline and freeze it."""
+        if self.ready:
+            return
+        self.recv(timeout, expect="ready")
+        self.ready = True
+        self.freeze()
+        self.threads0 = self.threads()
+
+    def _reap(self, options: int) -> bool:
+        """waitpid; True if the process has stopped (records the exit status if it ended instead)."""
+        if self.exit_status is not None:
+            return False
+        try:
+            pid, status = os.waitpid(self.pid, options)
+        except ChildProcessError:
+            self.exit_status = self.exit_status if self.exit_status is not None else -signal.SIGKILL
+            return False
+        if pid == 0:
+            return False
+        if os.WIFSTOPPED(status):
+            return True
+        self.exit_status = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        self.proc.returncode = self.exit_status
+        return False
+
+    def freeze(self) -> None:
+        if self.exit_status is not None:
+            return
+        try:
+            os.kill(self.pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            pass
+        self._reap(os.WUNTRACED)
+
+    def thaw(self) -> None:
+        if self.exit_status is None:
+            try:
+                os.kill(self.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
+    def kill(self) -> None:
+        if self.exit_status is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            while self.exit_status is None:
+                self._reap(0)
+        self.chan.close()
+        self.log.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def alive(self) -> bool:
+        self._reap(os.WNOHANG)
+        return self.exit_status is None
+
+    def threads(self) -> set[str]:
+        try:
+            return set(os.listdir(f"/proc/{self.pid}/task"))
+        except OSError:
+            return set()
+
+    # --- messages ---
+    def died(self, phase: str) -> CandidateFailed:
+        deadline = time.time() + 5
+        while self.exit_status is None and time.time() < deadline:
+            self._reap(os.WNOHANG)
+            time.sleep(0.01)
+        code = self.exit_status
+        how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 and -code in \
+            signal.valid_signals() else f"exited with code {code}"
+        return CandidateFailed("crash", f"candidate process {how} during {phase}", phase=phase)
+
+    def recv(self, timeout: float, expect: str | None = None, phase: str = "start") -> Reply:
+        try:
+            msg, _ = self.chan.recv(timeout)
+        except TimeoutError:
+            raise CandidateFailed("timeout", f"no answer within {timeout:g} s during {phase}", phase=phase) from None
+        except ChannelClosed:
+            raise self.died(phase) from None
+        except ValueError as e:
+            raise CandidateFailed("integrity", f"malformed message from the candidate process: {e}", phase=phase) from None
+        try:
+            reply = from_message(Reply, msg)
+        except (TypeError, ValueError) as e:
+            raise CandidateFailed("integrity", f"malformed message from the candidate process: {e}", phase=phase) from None
+        if not reply.ok:
+            raise CandidateFailed(reply.status or "runtime-error", reply.message, reply, phase)
+        if expect and reply.op != expect:
+            raise CandidateFailed("crash", f"expected '{expect}' from the candidate process, got '{reply.op}'")
+        return reply
+
+    def call(self, msg: dict, timeout: float, phase: str, expect: str = "done", fds=()) -> tuple[Reply, float]:
+        """Thaw, hand over, wait, freeze. Returns the reply and the witness time in ms."""
+        self.thaw()
+        t0 = time.perf_counter_ns()
+        try:
+            self.chan.send(msg, fds)
+        except OSError:
+            raise self.died(phase) from None
+        try:
+            reply = self.recv(timeout, expect, phase)
+        finally:
+            t1 = time.perf_counter_ns()
+            self.freeze()
+        return reply, (t1 - t0) / 1e6

@@ -1,0 +1,136 @@
+"""What the reference process holds for one problem, computed once and shared by every candidate of it:
+the problem module, the reference model and its weights, secret seeds, the trial inputs with their
+reference outputs and float64 oracles, the timing input pool, and the torch.compile baseline."""
+from __future__ import annotations
+
+import json
+import random
+import secrets
+import time
+
+import torch
+
+from .. import stats
+from ..candidate.loading import import_file
+from ..correctness import DTYPES, construct, make_inputs, oracle_outputs, tensors, tf32_off
+from ..results import Timing
+from ..timing import measure
+from .sides import Flush, InputFeed, LocalSide
+
+
+class ProblemFailed(Exception):
+    """The reference itself could not be loaded or run: every job of the problem is a problem-error."""
+
+
+def problem_tolerance(problem, cfg) -> float:
+    """A problem's TOLERANCE (a number, or a dict by dtype name) beats the config's per-dtype default."""
+    tol = getattr(problem, "TOLERANCE", None)
+    if isinstance(tol, dict):
+        tol = tol.get(cfg.dtype)
+    return float(tol) if tol is not None else float(cfg.tolerances.get(cfg.dtype, 1e-4))
+
+
+def draw_seeds(cfg) -> dict:
+    """Secret per-run seeds, unless the config names one (replay): recorded in every result."""
+    if cfg.seed is not None:
+        base = int(cfg.seed)
+        return {"source": "config", "init": base, "trials": base + 1, "timing": base + 1000}
+    return {"source": "secret", "init": secrets.randbits(31), "trials": secrets.randbits(31),
+            "timing": secrets.randbits(31)}
+
+
+class Trial:
+    def __init__(self, inputs, ref_out, oracle):
+        self.inputs, self.ref_out, self.oracle = inputs, ref_out, oracle
+
+
+class Reference:
+    def __init__(self, problem_path: str, cfg, device: str):
+        self.cfg, self.device, self.path = cfg, device, problem_path
+        self.dtype = DTYPES[cfg.dtype]
+        self.seeds = draw_seeds(cfg)
+        self.phases: dict = {}
+        try:
+            self.problem = import_file(problem_path, "kbench_problem")
+            self.init_args = list(self.problem.get_init_inputs())
+            json.dumps(self.init_args)
+        except TypeError as e:
+            raise ProblemFailed(f"{problem_path}: get_init_inputs() must return plain numbers/strings/lists "
+                                f"(they are sent to the candidate process): {e}") from None
+        except Exception as e:
+            raise ProblemFailed(f"{problem_path}: reference failed to build: {type(e).__name__}: {e}") from None
+        try:
+            self.model = construct(self.problem.Model, self.init_args, device, self.dtype, self.seeds["init"])
+        except Exception as e:
+            raise ProblemFailed(f"{problem_path}: reference failed to build: {type(e).__name__}: {e}") from None
+        self.tolerance = problem_tolerance(self.problem, cfg)
+        self._trials: list[Trial] | None = None
+        self._pool = None
+        self._compile: dict | None = None
+
+    def inputs(self, seed: int) -> list:
+        return make_inputs(self.problem, seed, self.device, self.dtype)
+
+    def run(self, inputs):
+        with torch.no_grad(), tf32_off():
+            out = self.model(*inputs)
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        return out
+
+    def trials(self) -> list[Trial]:
+        """Inputs, reference output and float64 oracle of every trial: once per problem and seed."""
+        if self._trials is None:
+            start = time.perf_counter()
+            trials, oracle_s = [], 0.0
+            for i in range(self.cfg.trials):
+                try:
+                    inputs = self.inputs(self.seeds["trials"] + i)
+                    out = self.run(inputs)
+                    t0 = time.perf_counter()
+                    oracle = oracle_outputs(self.model, inputs, out)
+                    oracle_s += time.perf_counter() - t0
+                except Exception as e:
+                    raise ProblemFailed(f"{self.path}: reference forward failed: {type(e).__name__}: {e}") from None
+                trials.append(Trial(inputs, out, oracle))
+            self._trials = trials
+            self.phases = {"reference_s": round(time.perf_counter() - start - oracle_s, 3),
+                           "oracle_s": round(oracle_s, 3)}
+        return self._trials
+
+    def output_templates(self) -> list:
+        return tensors(self.trials()[0].ref_out)
+
+    def feed(self, rng: random.Random) -> InputFeed:
+        if self._pool is None:
+            self._pool = [self.inputs(self.seeds["timing"] + i) for i in range(max(1, self.cfg.timing.input_sets))]
+        return InputFeed(self._pool, rng)
+
+    def compile_baseline(self, flush: Flush, throttled) -> dict:
+        """torch.compile of the reference against eager, timed once per problem: per job, the speedup over
+        compile is the job's speedup over eager divided by this eager/compile ratio (CI: stats.bootstrap_ratio_ci)."""
+        if self._compile is None:
+            start = time.perf_counter()
+            compiled = torch.compile(self.model)
+            template = self.trials()[0].inputs
+            with torch.no_grad(), tf32_off():
+                compiled(*template)
+                if self.device == "cuda":
+                    torch.cuda.synchronize()
+                compile_s = time.perf_counter() - start
+                rng = random.Random(self.seeds["timing"] ^ 0x5EED)
+                eager = LocalSide(self.model, self.feed(rng), template, self.device, flush)
+                comp = LocalSide(compiled, self.feed(rng), template, self.device, flush)
+                t: Timing = measure(eager, comp, self.cfg.timing, throttled)
+            self._compile = {"compile_s": round(compile_s, 2), "ref_ms": t.cand_ms, "eager_ms": t.ref_ms,
+                             "ratios": [a / b for a, b in zip(t.ref_rounds_ms, t.cand_rounds_ms)],
+                             "seconds": round(time.perf_counter() - start, 2)}
+        return self._compile
+
+    def versus_compile(self, timing: Timing, flush: Flush, throttled) -> dict:
+        base = self.compile_baseline(flush, throttled)
+        ratios = [a / b for a, b in zip(timing.ref_rounds_ms, timing.cand_rounds_ms)]
+        lo, hi = stats.bootstrap_ratio_ci(ratios, base["ratios"], self.cfg.timing.bootstrap)
+        return {"compile_s": base["compile_s"], "ref_ms": base["ref_ms"], "cand_ms": timing.cand_ms,
+                "speedup": timing.speedup / stats.geomean(base["ratios"]), "ci_low": lo, "ci_high": hi,
+                "rounds": len(base["ratios"])}

@@ -1,0 +1,330 @@
+"""One job in the reference process: hand a warm candidate process its buffers, run the correctness
+trials, time it against the reference with a witness on every call, decide the verdict.
+
+Everything the verdict rests on is here, in a process that never imports candidate code: the inputs
+(secret seeds), the reference outputs and oracle, the comparison, the clock of the reference, the
+witness clock of the candidate, the thread and device observations, and the flags.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import secrets
+import time
+
+import torch
+
+from .. import integrity
+from .. import results as R
+from ..channel import SharedTensors, read_process_memory
+from ..correctness import (Flags, check_inputs_unchanged, clone, judge, maybe_flag, precision_flag, rel_l2, tensors,
+                           tf32_off)
+from ..environment import Nvml, environment
+from ..results import BuildInfo, Correctness, Result
+from ..timing import measure
+from .handle import CandidateFailed, CandidateProcess
+from .reference import Reference
+from .sides import DeviceProbe, Flush, LocalSide, RemoteSide, synchronize
+
+PINGS, PINGS_MIN, PING_BUDGET_S = 30, 6, 1.0   # hand-over calibration batches: up to 30, at least 6, ~1 s
+BATCH_TARGET_MS = 2.0      # reference work per witnessed hand-over
+BATCH_MAX = 32
+LANE_MEMORY_BYTES = 2 << 30   # at most this much memory in the lanes of one job
+
+
+class Session:
+    def __init__(self, job: dict, ref: Reference, cand: CandidateProcess, cfg, probe: DeviceProbe, flush: Flush,
+                 quiet=lambda: None):
+        self.job, self.ref, self.cand, self.cfg, self.probe, self.flush = job, ref, cand, cfg, probe, flush
+        self.quiet = quiet          # called before timing: nothing else of ours may run meanwhile
+        self.device = ref.device
+        self.result = Result(problem=job["problem_key"], candidate=job["candidate_name"],
+                             candidate_path=job["candidate_path"], device=self.device, dtype=cfg.dtype)
+        self.result.seeds = dict(ref.seeds)
+        self.flags = Flags(integrity.static_flags(_read(job["candidate_path"]), job["candidate_path"]))
+        self.deadline = time.perf_counter() + cfg.timeouts.run_s
+        self.rng = random.Random(secrets.randbits(64))      # which timed calls get checked: never predictable
+        self.phases = self.result.phases
+
+    def call_timeout(self) -> float:
+        return max(1.0, self.deadline - time.perf_counter())
+
+    def phase(self, name: str, start: float) -> None:
+        self.phases[name] = round(time.perf_counter() - start, 3)
+
+    # --- the job ---
+    def run(self) -> Result:
+        r = self.result
+        r.env = environment(self.device)
+        try:
+            self.setup()
+            self.trials()
+            if r.correctness.passed == r.correctness.trials and not any(f.name == "bad-output" for f in self.flags):
+                self.time()        # flagged or not: runtime checks of the timed phase still report
+            self.verdict()
+        except CandidateFailed as e:
+            if e.reply is not None and e.reply.build:
+                r.build = BuildInfo(**e.reply.build)
+            r.status, r.message, r.phase = e.status, e.message, e.phase or "start"
+            if e.status == "timeout":
+                r.message = f"killed after {self.cfg.timeouts.run_s:g} s (wall-clock limit) during {r.phase}"
+            elif e.status in ("runtime-error", "cuda-error") and r.phase in ("correctness", "timing"):
+                r.message = f"forward raised {e.message}" + (" while timing" if r.phase == "timing" else "")
+            if e.status == "integrity":
+                self.flags.add(integrity.flag("protocol", e.message))
+                r.flags = list(self.flags)
+            return r
+        r.phase = "done"
+        return r
+
+    def setup(self) -> None:
+        r, ref, cand = self.result, self.ref, self.cand
+        t = time.perf_counter()
+        cand.wait_ready(self.call_timeout())
+        self.phase("start_s", t)
+        t = time.perf_counter()
+        trials = ref.trials()
+        self.phases.update(ref.phases)
+        ref.phases = {"reference_s": 0.0, "oracle_s": 0.0}        # computed once per problem; later jobs reuse it
+        self.batch = self.batch_size(trials[0])
+        self.lanes = [(SharedTensors(tensors(trials[0].inputs), self.device),
+                       SharedTensors(ref.output_templates(), self.device)) for _ in range(self.batch)]
+        self.in_slots, self.out_slots = self.lanes[0]
+        state = ref.model.state_dict()
+        weights = SharedTensors(list(state.values()), self.device)
+        for slot, w in zip(weights.tensors, state.values()):
+            slot.copy_(w)
+        synchronize(self.device)
+        fds = [fd for ins, outs in self.lanes for fd in ins.fds + outs.fds] + weights.fds
+        flush = self.flush.buf.numel() if self.flush.buf is not None else 0
+        mapped, _ = cand.call({"op": "map", "lanes": [{"inputs": i.specs, "outputs": o.specs} for i, o in self.lanes],
+                               "weights": weights.specs, "problem_path": ref.path, "init_args": ref.init_args,
+                               "seed": ref.seeds["init"], "dtype": self.cfg.dtype, "weight_names": list(state.keys()),
+                               "flush_bytes": flush}, self.call_timeout(), "start", expect="mapped", fds=fds)
+        weights.close()
+        spans = [(int(a), int(b)) for a, b in mapped.addresses]   # said before candidate code existed
+        per = len(self.in_slots.tensors)
+        self.input_spans = [spans[k * per:(k + 1) * per] for k in range(self.batch)]
+        # The hand-over of a whole batch, measured while the candidate process still runs only kbench code:
+        # batches on a stand-in (the reference itself; candidate/process.py op_ping), witness minus its time.
+        walls, probes, spent = [], [], time.perf_counter()
+        lanes = list(range(self.batch))
+        while len(walls) < PINGS and (len(walls) < PINGS_MIN or time.perf_counter() - spent < PING_BUDGET_S):
+            for k, (ins, _) in enumerate(self.lanes):
+                for slot, x in zip(ins.tensors, tensors(trials[(len(walls) + k) % len(trials)].inputs)):
+                    slot.copy_(x)
+            self.flush()
+            synchronize(self.device)
+            reply, wall = cand.call({"op": "ping", "lanes": lanes}, self.call_timeout(), "start")
+            probes.append(self.probe.latency() if self.probe.cuda else 0.0)
+            walls.append(wall + probes[-1] - reply.ms)
+        walls = sorted(walls[1:] or walls)          # the first batch warms the stand-in up
+        self.probe.calibrate(probes[1:] or probes)
+        self.handover_ms = walls[len(walls) // 2]
+        deviations = sorted(abs(w - self.handover_ms) for w in walls)
+        self.handover_spread = 1.4826 * deviations[len(deviations) // 2]     # MAD, as a standard deviation
+        self.phase("handover_s", t)
+        t = time.perf_counter()
+        msg = {"op": "load", "candidate_path": self.job["candidate_path"], "cache_dir": self.job["cache_dir"],
+               "verbose": self.cfg.build.verbose, "dtype": self.cfg.dtype, "seed": ref.seeds["init"],
+               "init_args": ref.init_args, "weight_names": list(state.keys())}
+        reply, _ = cand.call(msg, self.call_timeout(), "load", expect="loaded")
+        self.phase("load_s", t)
+        r.build = BuildInfo(**reply.build) if reply.build else BuildInfo()
+        r.env["sandbox"] = reply.sandbox
+        self.weights = reply.weights
+
+    def batch_size(self, trial) -> int:
+        """Calls per hand-over: enough reference work (BATCH_TARGET_MS) that the witness's noise, spread over
+        the batch, is small next to any time a candidate could hide per call; bounded by memory."""
+        t0 = time.perf_counter()
+        for _ in range(3):
+            self.ref.run(trial.inputs)
+        ref_ms = (time.perf_counter() - t0) / 3 * 1e3
+        lane_bytes = sum(t.numel() * t.element_size() for t in tensors(trial.inputs) + tensors(trial.ref_out))
+        by_memory = max(1, LANE_MEMORY_BYTES // max(lane_bytes, 1))
+        want = max(self.cfg.timing.samples_per_round, math.ceil(BATCH_TARGET_MS / max(ref_ms, 1e-3)))
+        return int(max(1, min(want, BATCH_MAX, by_memory)))
+
+    @staticmethod
+    def _check_reply(reply, pos: int = 0) -> str | None:
+        if pos >= len(reply.each) or len(reply.each[pos]) != 2:
+            return "the candidate process described no outputs for this call"
+        outputs, mismatch = reply.each[pos]
+        for i, entry in enumerate(outputs):
+            shape, dtype, plain, alias = entry[:4]
+            if not plain:
+                return f"output {i} is a {dtype}, not a plain torch.Tensor"
+            if alias:
+                return f"output {i} shares memory with {alias}"
+        return mismatch or None
+
+    def fetch(self, reply, pos: int = 0, lane: int = 0):
+        """The outputs of call `pos` of a batch (run on `lane`) as tensors of this process, taken while the
+        candidate is frozen; or why they cannot be. CUDA: the lane's output slots it copied into. CPU: read
+        straight from its memory (channel.read_process_memory) at the address it gave, so no copy runs in
+        its witnessed time."""
+        bad = self._check_reply(reply, pos)
+        out_slots = self.lanes[lane][1]
+        if bad or self.device == "cuda":
+            return bad or clone(out_slots.tensors)
+        outs = []
+        try:
+            for i, (entry, tpl) in enumerate(zip(reply.each[pos][0], out_slots.tensors)):
+                address, stride, span = int(entry[4]), [int(x) for x in entry[5]], int(entry[6])
+                limit = 64 * tpl.numel() * tpl.element_size() + 4096
+                if span < 0 or span > limit or len(stride) != tpl.dim() or min(stride, default=0) < 0:
+                    return f"output {i}: implausible memory layout (stride {stride}, {span} bytes)"
+                for j, (lo, hi) in enumerate(span for lane_spans in self.input_spans for span in lane_spans):
+                    if span and address < hi and lo < address + span:
+                        return f"output {i} shares memory with input {j}"
+                buf = torch.empty(max(span, tpl.element_size()), dtype=torch.uint8)
+                if span:
+                    read_process_memory(self.cand.pid, address, span, buf.data_ptr())
+                flat = buf[: len(buf) // tpl.element_size() * tpl.element_size()].view(tpl.dtype)
+                outs.append(flat.as_strided(tpl.shape, stride, 0) if span else torch.empty_like(tpl))
+        except (TypeError, ValueError, IndexError, RuntimeError) as e:
+            return f"malformed output description: {e}"
+        except OSError as e:
+            return f"output memory unreadable: {e}"
+        return outs
+
+    def trials(self) -> None:
+        r, ref, cand = self.result, self.ref, self.cand
+        t = time.perf_counter()
+        c = r.correctness = Correctness(trials=self.cfg.trials, atol=ref.tolerance, rtol=ref.tolerance)
+        c.weights = self.weights
+        calls = 0
+        worst_ref = worst_cand = None
+        for i, trial in enumerate(ref.trials()):
+            for slot, x in zip(self.in_slots.tensors, tensors(trial.inputs)):
+                slot.copy_(x)
+            synchronize(self.device)
+            reply, _ = cand.call({"op": "call"}, self.call_timeout(), "correctness")
+            self.observe(reply)
+            if reply.calls == calls and not self.job.get("aa_calibration"):
+                self.flags.add(integrity.flag("no-custom-kernel", "the forward made no call into the candidate's "
+                                                                  "compiled extension functions"))
+            calls = reply.calls
+            out = self.fetch(reply)
+            if isinstance(out, str):
+                if not (reply.each and reply.each[0][1]):    # a wrong shape is a wrong answer, else a bad output
+                    self.flags.add(integrity.flag("bad-output", out))
+                c.detail = c.detail or f"trial {i}: {out}"
+                break
+            self.flags.add(maybe_flag("input-mutated", check_inputs_unchanged(trial.inputs, self.in_slots.tensors)))
+            out = out[0] if isinstance(trial.ref_out, torch.Tensor) else out
+            stats = judge(ref.model, trial.inputs, trial.ref_out, out, ref.tolerance, trial.oracle)
+            c.oracle_passed += stats["oracle_passed"]
+            c.max_abs_err, c.max_rel_err = max(c.max_abs_err, stats["max_abs"]), max(c.max_rel_err, stats["max_rel"])
+            c.mismatches += stats["mismatches"]
+            if stats["reason"] is None:
+                c.passed += 1
+            else:
+                c.detail = c.detail or f"trial {i}: {stats['reason']}"
+            if trial.oracle is not None:     # the worst trial's norm-wise errors (an audit on every trial)
+                er, ec = rel_l2(trial.ref_out, trial.oracle), rel_l2(out, trial.oracle)
+                if worst_cand is None or ec / max(er, 1e-300) > worst_cand / max(worst_ref, 1e-300):
+                    worst_ref, worst_cand = er, ec
+        c.oracle_err_ref, c.oracle_err_cand = worst_ref, worst_cand
+        self.flags.add(precision_flag(c, ref.dtype, self.cfg.precision_factor))
+        self.flags.add(self.late_work())
+        self.phase("correctness_s", t)
+
+    def observe(self, reply) -> None:
+        """After every call, with the candidate frozen: threads it left behind, work it left on the device."""
+        new = self.cand.threads() - self.cand.threads0
+        if new:
+            self.flags.add(integrity.flag("background-thread", f"{len(new)} thread(s) the candidate started are "
+                                                               "still alive after forward returned"))
+        self.probe.after_call()
+
+    def verify_timed(self, reply, pos: int, pristine: list) -> None:
+        """A timed call chosen in secret: its output must match the reference on the same inputs."""
+        out = self.fetch(reply, pos, pos)
+        bad = out if isinstance(out, str) else check_inputs_unchanged(pristine, self.lanes[pos][0].tensors)
+        if not bad:
+            ref_out = self.ref.run(pristine)
+            out = out[0] if isinstance(ref_out, torch.Tensor) else out
+            bad = judge(self.ref.model, pristine, ref_out, out, self.ref.tolerance)["reason"]
+        if bad:
+            self.flags.add(integrity.flag("cached-result", f"a timed call's output was wrong (checked in secret): {bad}"))
+
+    def time(self) -> None:
+        r, ref, cfg = self.result, self.ref, self.cfg
+        self.quiet()
+        t = time.perf_counter()
+        nvml = Nvml.open() if self.device == "cuda" else None
+        if nvml:
+            r.env["gpu_before"] = nvml.state()
+        throttled = nvml.throttled if nvml else None
+        template = ref.trials()[0].inputs
+        local = LocalSide(ref.model, ref.feed(self.rng), template, self.device, self.flush)
+        remote = RemoteSide(self.cand, self, ref.feed(self.rng), self.flush, self.probe, self.rng)
+        per_round = dataclasses.replace(cfg.timing, samples_per_round=self.batch)    # a round = one batch
+        with torch.no_grad(), tf32_off():
+            timing = measure(local, remote, per_round, throttled, "cuda-events" if self.device == "cuda" else "perf-counter")
+        timing.ref_host_ms = sorted(local.host_ms)[len(local.host_ms) // 2] if local.host_ms else None
+        per_call = sorted(w / n for w, n in zip(remote.witness, remote.sizes))
+        timing.cand_host_ms = per_call[len(per_call) // 2]
+        timing.batch = self.batch
+        timing.checked_calls = remote.checked
+        timing.handover_ms = round(self.handover_ms, 4)
+        timing.handover_spread_ms = round(self.handover_spread, 4)
+        r.timing = timing
+        self.flags.add(integrity.check_witness(remote.reported, remote.witness, remote.sizes, self.handover_ms,
+                                               self.handover_spread))
+        self.flags.add(self.late_work())
+        self.phase("timing_s", t)
+        self.roofline(template)
+        if "compile" in cfg.baselines:
+            t = time.perf_counter()
+            r.baselines["compile"] = ref.versus_compile(timing, self.flush, throttled)
+            self.phase("compile_s", t)
+        if self.device == "cuda":
+            t = time.perf_counter()
+            prof, _ = self.cand.call({"op": "profile"}, self.call_timeout(), "profiling", expect="profiled")
+            if prof.custom_share >= 0:
+                r.custom_share = prof.custom_share
+                if prof.custom_share < integrity.LIBRARY_SHARE_WARN:
+                    self.flags.add(integrity.flag("library-heavy", f"{prof.custom_share:.0%} of GPU time in the "
+                                                                   f"candidate's own kernels; top: {prof.top}"))
+            self.phase("profile_s", t)
+        if nvml:
+            r.env["gpu_after"] = nvml.state()
+        self.flags.add(integrity.check_suspicious_speed(timing.speedup, r.roofline.get("floor_ms"), timing.cand_ms))
+
+    def late_work(self):
+        p = self.probe
+        return integrity.check_late_work(p.busy_calls, p.probed, p.worst, p.idle_ms) if p.late() else None
+
+    def roofline(self, template) -> None:
+        from .. import roofline
+        ceilings = roofline.load_ceilings(self.cfg.paths.ceilings, self.device)
+        if ceilings:
+            work = roofline.count(self.ref.model, template, self.ref.trials()[0].ref_out)
+            self.result.roofline = roofline.floor(work, ceilings, self.cfg.dtype)
+            self.result.roofline["sol"] = self.result.roofline["floor_ms"] / self.result.timing.cand_ms
+
+    def errors(self) -> list:
+        return [f for f in self.flags if f.severity == "error"]
+
+    def verdict(self) -> None:
+        r = self.result
+        r.flags = list(self.flags)
+        c = r.correctness
+        errors = self.errors()
+        if c.passed < c.trials and not any(f.name == "bad-output" for f in errors):
+            r.status, r.message = R.INCORRECT, c.detail
+            return
+        r.status = R.INTEGRITY if errors else R.OK
+        r.message = "; ".join(f"{f.name}: {f.detail}" for f in errors)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""

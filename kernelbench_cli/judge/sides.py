@@ -1,0 +1,200 @@
+"""The two timed sides as the reference process sees them, and what both share: fresh inputs for every
+timed call, the L2 flush, and (CUDA) the probe that tells whether the device is idle.
+
+Fresh inputs: a pool of input sets drawn from a secret seed; every timed call gets one of them, chosen
+at random, with each floating tensor rolled by a random offset over its flattened elements. No call sees
+contents it has seen before, and nothing in the harness's rule lets a candidate predict the next ones.
+Integer and bool inputs (indices, masks) are kept as they are.
+"""
+from __future__ import annotations
+
+import random
+import time
+
+import torch
+
+from .. import stats
+from ..correctness import clone, tensors
+
+SPOT_CHECK_P = 0.1      # besides one secret call per round, each other timed call is checked with this chance
+PROBE_CALLS = 20        # device-idle probe baseline: median of this many
+PROBE_BUSY_MARGIN_MS = 0.1   # busy: a probe this much slower than its idle latency after a context switch...
+PROBE_BUSY_NOISE = 4.0       # ...and than this many robust standard deviations of it
+
+
+class InputFeed:
+    def __init__(self, pool: list[list], rng: random.Random):
+        self.pool, self.rng = pool, rng
+
+    def fill(self, dst: list) -> None:
+        """Write fresh contents into the tensors `dst` (shaped like a pool set)."""
+        src = self.pool[self.rng.randrange(len(self.pool))]
+        shift = self.rng.randrange(1 << 30)
+        for d, s in zip(tensors(dst), tensors(src)):
+            if s.is_floating_point() and s.numel() > 1:
+                d.copy_(s.reshape(-1).roll(shift % s.numel()).view(s.shape))
+            else:
+                d.copy_(s)
+
+
+class Flush:
+    """Overwrite a buffer twice the size of L2 before every timed call (cold cache, as in a model where other
+    layers ran in between). The judge does it for both sides, so a candidate cannot skip it."""
+
+    def __init__(self, device: str, enabled: bool):
+        self.buf = None
+        if device == "cuda" and enabled:
+            l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+            self.buf = torch.empty(2 * max(l2, 1 << 20), dtype=torch.uint8, device="cuda")
+
+    def __call__(self) -> None:
+        if self.buf is not None:
+            self.buf.zero_()
+
+
+class DeviceProbe:
+    """A one-element kernel launched and synchronised from the judge's own context. While another context
+    (the frozen candidate's) still has kernels running, the probe waits for them, so its latency tells
+    whether the candidate left work on the device after it said it was done."""
+
+    def __init__(self, device: str):
+        self.cuda = device == "cuda"
+        self.idle_ms = 0.0
+        self.probed = self.busy_calls = 0
+        self.worst = 0.0
+        self.threshold_ms = float("inf")
+        if self.cuda:
+            self.t = torch.zeros(1, device="cuda")
+            self.idle_ms = stats.median([self.latency() for _ in range(PROBE_CALLS)])
+
+    def calibrate(self, latencies: list[float]) -> None:
+        """The idle latency right after the other context ran (the GPU switches contexts first: ~0.25 ms on
+        the H200 against 0.02 ms back to back), from probes after the trusted stand-in's calls."""
+        if self.cuda and latencies:
+            self.idle_ms = stats.median(latencies)
+            mad = stats.median([abs(x - self.idle_ms) for x in latencies])
+            self.threshold_ms = self.idle_ms + max(PROBE_BUSY_MARGIN_MS, PROBE_BUSY_NOISE * 1.4826 * mad)
+        self.probed = self.busy_calls = 0
+        self.worst = 0.0
+
+    def late(self) -> bool:
+        """Busy after at least 2 calls and 20% of those probed: a candidate that leaves work behind does so
+        every call; one slow context switch is not that."""
+        return self.busy_calls >= max(2, 0.2 * self.probed)
+
+    def latency(self) -> float:
+        t0 = time.perf_counter_ns()
+        self.t.add_(1)
+        torch.cuda.synchronize()
+        return (time.perf_counter_ns() - t0) / 1e6
+
+    def after_call(self) -> float:
+        """Probe once after a call (the candidate frozen); the latency in ms (0 on the CPU). It is part of the
+        call's witness time: device work the candidate left behind delays it."""
+        if not self.cuda:
+            return 0.0
+        ms = self.latency()
+        self.probed += 1
+        if ms > self.threshold_ms:
+            self.busy_calls += 1
+            self.worst = max(self.worst, ms)
+        return ms
+
+
+def synchronize(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+class LocalSide:
+    """The reference (eager or torch.compile) timed in this process."""
+
+    def __init__(self, fn, feed: InputFeed, template: list, device: str, flush: Flush):
+        self.fn, self.feed, self.device, self.flush = fn, feed, device, flush
+        self.inputs = clone(template)
+        self.host_ms: list[float] = []
+
+    def warmup(self, calls: int, ms: float) -> None:
+        start, n = time.perf_counter(), 0
+        while n < calls or (time.perf_counter() - start) * 1e3 < ms:
+            self.feed.fill(self.inputs)
+            with torch.no_grad():
+                self.fn(*self.inputs)
+            synchronize(self.device)
+            n += 1
+
+    def sample(self, n: int) -> list[float]:
+        out = []
+        for _ in range(n):
+            self.feed.fill(self.inputs)
+            self.flush()
+            synchronize(self.device)
+            with torch.no_grad():
+                if self.device == "cuda":
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    t0 = time.perf_counter_ns()
+                    start.record()
+                    self.fn(*self.inputs)
+                    end.record()
+                    torch.cuda.synchronize()
+                    self.host_ms.append((time.perf_counter_ns() - t0) / 1e6)
+                    out.append(start.elapsed_time(end))
+                else:
+                    t0 = time.perf_counter_ns()
+                    result = self.fn(*self.inputs)
+                    out.append((time.perf_counter_ns() - t0) / 1e6)    # the call, not the free of its result:
+                    del result                                         # as the candidate's own clock does
+                    self.host_ms.append(out[-1])
+        return out
+
+
+class RemoteSide:
+    """The candidate, one witnessed batch at a time: the judge writes fresh inputs into each lane's slots
+    (the candidate is frozen meanwhile), flushes L2, thaws it for exactly one batch (its calls back to back,
+    the L2 flushed between them), freezes it when the reply arrives, probes the device, and checks the
+    output of secretly chosen calls. `sample(n)` is one batch of n calls (n = the session's batch size)."""
+
+    def __init__(self, cand, session, feed: InputFeed, flush: Flush, probe: DeviceProbe, rng: random.Random):
+        self.cand, self.session, self.feed, self.flush, self.probe, self.rng = cand, session, feed, flush, probe, rng
+        self.reported: list[float] = []     # per batch: the sum of the candidate's own times
+        self.witness: list[float] = []      # per batch: the judge's time, hand-over to reply to device idle
+        self.sizes: list[int] = []
+        self.checked = 0
+
+    def batch(self, n: int, checks: set) -> list[float]:
+        s = self.session
+        lanes = s.lanes[:n]
+        pristine = {}
+        for k, (ins, _) in enumerate(lanes):
+            self.feed.fill(ins.tensors)
+            if k in checks:
+                pristine[k] = clone(ins.tensors)
+        self.flush()
+        synchronize(s.device)
+        reply, wall = self.cand.call({"op": "call", "lanes": list(range(len(lanes)))}, s.call_timeout(), "timing")
+        wall += self.probe.after_call()        # the witness runs until the device is idle again
+        times = [float(x) for x in reply.times]
+        if len(times) != len(lanes) or min(times, default=0.0) < 0:
+            raise_protocol(f"{len(times)} time(s) for a batch of {len(lanes)} calls")
+        for k in sorted(checks):
+            self.checked += 1
+            s.verify_timed(reply, k, pristine[k])
+        self.reported.append(sum(times))
+        self.witness.append(wall)
+        self.sizes.append(len(lanes))
+        return times
+
+    def warmup(self, calls: int, ms: float) -> None:
+        start, n = time.perf_counter(), 0
+        while n < calls or (time.perf_counter() - start) * 1e3 < ms:
+            n += len(self.batch(len(self.session.lanes), {0} if n == 0 else set()))
+
+    def sample(self, n: int) -> list[float]:
+        n = min(n, len(self.session.lanes))
+        checks = {self.rng.randrange(n)} | {k for k in range(n) if self.rng.random() < SPOT_CHECK_P}
+        return self.batch(n, checks)
+
+
+def raise_protocol(what: str):
+    from .handle import CandidateFailed
+    raise CandidateFailed("integrity", f"malformed reply from the candidate process: {what}", phase="timing")

@@ -1,0 +1,157 @@
+"""The parent's side of the processes it starts: reference processes (one per problem and slot, serving
+job after job) and build processes (one per candidate file). The parent never imports either's code; it
+sends typed specs and reads Results as JSON."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .. import results as R
+from ..channel import Channel, ChannelClosed, Reply, from_message
+from ..judge.handle import PACKAGE_PARENT, CandidateProcess
+from ..results import BuildInfo, Result
+from . import lifecycle
+from .plan import Job, JobSpec
+
+JUDGE_SETUP_S = 120      # beyond run_s: loading the problem, reference outputs and the fp64 oracle (first job)
+
+
+class JudgeClient:
+    """One reference process for one problem on one slot."""
+
+    def __init__(self, problem_key: str, problem_path: str, cfg, device: str, env: dict, logs: Path,
+                 mode: str = "serve"):
+        self.problem_key, self.cfg, self.device = problem_key, cfg, device
+        logs.mkdir(parents=True, exist_ok=True)
+        self.chan, theirs = Channel.pair()
+        name = problem_key.replace("/", "_")
+        self.log_path = logs / f"judge-{name}-{int(time.time() * 1000) % 10**8}.log"
+        full_env = dict(os.environ, **{k: str(v) for k, v in env.items() if v is not None})
+        # OpenMP workers that spin after a parallel region would steal the cores the other process is being
+        # timed on (the judge and its candidate take turns on the same CPU): both sleep at once instead.
+        full_env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        # glibc returns large freed blocks to the OS and takes them back on the next call, so a CPU timing
+        # swung with whether a call's buffers were page-faulted in again (2-6 ms for the same eager call on
+        # the CI box). Keeping freed memory in the heap, for both processes, makes every call see a warm
+        # allocator, as a long-running program would.
+        full_env.setdefault("MALLOC_MMAP_THRESHOLD_", str(32 << 20))
+        full_env.setdefault("MALLOC_TRIM_THRESHOLD_", str(1 << 40))
+        full_env.update(PYTHONPATH=os.pathsep.join(p for p in (PACKAGE_PARENT, os.environ.get("PYTHONPATH")) if p),
+                        PYTHONUNBUFFERED="1", KBENCH_FD=str(theirs.fileno()), KBENCH_PARENT_PID=str(os.getpid()))
+        with open(self.log_path, "w") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "kernelbench_cli.judge"], stdin=subprocess.DEVNULL,
+                                         stdout=log, stderr=subprocess.STDOUT, env=full_env, pass_fds=(theirs.fileno(),),
+                                         start_new_session=True)
+        theirs.close()
+        lifecycle.register(self.proc.pid)
+        self.chan.send({"op": "problem", "problem_path": str(Path(problem_path).resolve()) if problem_path else "", "problem_key": problem_key, "device": device,
+                        "config": cfg.to_dict(), "logs": str(logs), "mode": mode})
+
+    def _dead(self, job: Job | None, spec: JobSpec | None, why: str) -> Result:
+        self.close()
+        tail = _tail(self.log_path)
+        kw = dict(status=R.CRASH, phase="done", message=why, stderr_tail=tail + f"\n(reference process log: {self.log_path})")
+        if job is None:
+            return Result(problem=self.problem_key, candidate="", candidate_path="", device=self.device,
+                          dtype=self.cfg.dtype, **kw)
+        return job.result(self.cfg, self.device, **kw)
+
+    def result(self, timeout: float, job: Job | None = None, spec: JobSpec | None = None) -> Result:
+        try:
+            msg, _ = self.chan.recv(timeout)
+        except TimeoutError:
+            r = self._dead(job, spec, f"killed after {timeout:g} s (wall-clock limit)")
+            r.status = R.TIMEOUT
+            return r
+        except (ChannelClosed, OSError, ValueError):
+            code = self.proc.wait()
+            return self._dead(job, spec, f"reference process {_describe_exit(code)}")
+        return Result.from_dict(msg["result"])
+
+    def run(self, job: Job, spec: JobSpec) -> Result:
+        start = time.perf_counter()
+        try:
+            self.chan.send({"op": "job", "job": dataclasses.asdict(spec)})
+        except OSError:
+            return self._dead(job, spec, "reference process is gone")
+        result = self.result(self.cfg.timeouts.run_s + JUDGE_SETUP_S, job, spec)
+        result.wall_s = round(time.perf_counter() - start, 3)
+        result.finished_at = time.time()
+        return result
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.chan.send({"op": "quit"})
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)    # anything of it still alive (a stuck candidate)
+        except OSError:
+            pass
+        self.proc.wait()
+        lifecycle.release(self.proc.pid)
+        self.chan.close()
+
+
+def build(job: Job, cfg, device: str, env: dict, logs: Path, tag: str) -> Result:
+    """Import the candidate once with load_inline compiling into the cache, in an untrusted build process
+    (scrubbed environment, own working directory, no capabilities, its own process group)."""
+    logs.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    proc = CandidateProcess(device, logs / f"{tag}.log", mode="build", extra_env=env, new_group=True)
+    lifecycle.register(proc.pid)
+    result = job.result(cfg, device, phase="build")
+    try:
+        spec = job.spec(cfg, tag)
+        proc.chan.send({"op": "build", "candidate_path": spec.candidate_path, "cache_dir": spec.cache_dir,
+                        "verbose": cfg.build.verbose})
+        msg, _ = proc.chan.recv(cfg.timeouts.build_s)
+        reply = from_message(Reply, msg)
+        result.build = BuildInfo(**reply.build) if reply.build else BuildInfo()
+        result.status = R.OK if reply.ok else (reply.status or R.IMPORT_ERROR)
+        result.message = reply.message
+        result.phase = "done"
+    except TimeoutError:
+        result.status, result.message = R.TIMEOUT, f"build killed after {cfg.timeouts.build_s:g} s (wall-clock limit)"
+    except (ChannelClosed, OSError, ValueError):
+        proc.kill()
+        result.status, result.message = R.CRASH, f"build process {_describe_exit(proc.exit_status)} during import"
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)      # compilers it left running, if any
+        except OSError:
+            pass
+        proc.kill()
+        lifecycle.release(proc.pid)
+    result.stderr_tail = _tail(proc.log_path)
+    result.build.seconds = result.build.seconds or round(time.perf_counter() - start, 3)
+    result.wall_s = round(time.perf_counter() - start, 3)
+    result.finished_at = time.time()
+    return result
+
+
+def _tail(path: Path, lines: int = 25) -> str:
+    try:
+        return "\n".join(Path(path).read_text(errors="replace").rstrip().splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _describe_exit(code) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"

@@ -1,0 +1,84 @@
+"""Lifecycle: kbench stopped by SIGINT, SIGTERM or SIGKILL mid-job leaves no process behind, and SIGINT says
+where the results are and how to resume. Real processes, real signals: the job hangs in a candidate's
+forward, so the reference process and two candidate processes (the job's and the warm spare) are alive."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import FIXTURES, ROOT, TEST_CONFIG
+
+HANG = FIXTURES / "kernels" / "cpu" / "1_Add_ReLU" / "hang.py"
+
+
+def descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = set(), [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in found:
+                found.add(c)
+                todo.append(c)
+    return found
+
+
+def cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_a_stopped_kbench_leaves_no_process_behind(sig, build_cache, tmp_path):
+    env = dict(os.environ, KBENCH_CACHE_DIR=str(build_cache), PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "kernelbench_cli", "check", "cpu/1", "--kernel", str(HANG),
+                             "--device", "cpu", "--config", str(TEST_CONFIG), "--out", str(tmp_path / "runs"),
+                             "--set", "timeouts.run_s=300"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline, tree = time.time() + 300, set()
+    while time.time() < deadline:      # until the job's candidate and the spare are up under the judge
+        tree |= descendants(proc.pid)
+        if sum("kernelbench_cli.candidate run" in cmdline(p) for p in tree if alive(p)) >= 2:
+            break
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("the job's candidate process never started")
+    time.sleep(1.0)                    # inside the hanging forward
+    tree |= descendants(proc.pid)
+    assert any("kernelbench_cli.judge" in cmdline(p) for p in tree)
+    os.kill(proc.pid, sig)
+    out, errs = proc.communicate(timeout=30)
+    gone_by = time.time() + 5
+    while time.time() < gone_by and any(alive(p) for p in tree):
+        time.sleep(0.1)
+    assert not [(p, cmdline(p)) for p in tree if alive(p)]
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130
+        line = errs.strip().splitlines()[-1]
+        assert line.startswith("interrupted:") and "results.jsonl" in line and "--resume" in line
+    elif sig == signal.SIGTERM:
+        assert proc.returncode == 143
