@@ -296,3 +296,6 @@ def main() -> None:
         lifecycle.kill_all()
         err.print(_interrupted(), highlight=False, markup=False, soft_wrap=True)
         sys.exit(143 if lifecycle.INTERRUPTED["signal"] == 15 else 130)
+    finally:
+        for note in dict.fromkeys(R.TORN):     # a results file's torn last line, skipped on reading
+            err.print(f"warning: {note}", highlight=False, markup=False, soft_wrap=True)

@@ -32,6 +32,7 @@ class TimingConfig:
     l2_flush: bool = True          # overwrite a buffer of 2x the L2 before each sample (cold-cache timing)
     input_sets: int = 3            # timing pool: every timed call gets one of these, rolled by a secret offset
     bootstrap: int = 2000          # bootstrap resamples for the CI
+    profile: bool = True           # CUDA: profile one call for the custom-kernel share (~3 s: CUPTI start-up)
 
 
 @dataclass

@@ -149,9 +149,16 @@ class RunStore:
         self.run_id = run_id or new_run_id()
         self.dir = Path(root) / self.run_id
         self.jobs = self.dir / "jobs"
-        self.jobs.mkdir(parents=True, exist_ok=True)
+        try:
+            self.jobs.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"{root}: cannot create the runs folder there ({e.strerror or e}); pass --out with a "
+                             "writable directory (or set paths.runs)") from None
         self.results_file = self.dir / "results.jsonl"
         self._results = self.results_file.read_text() if self.results_file.is_file() else ""
+        if self._results and not self._results.endswith("\n"):     # resuming after a torn write: drop it
+            self._results = self._results[: self._results.rfind("\n") + 1]
+            self.results_file.write_text(self._results)
         self._config: str | None = None
         self.restored = 0          # times the files had to be put back
 
@@ -206,10 +213,29 @@ def resolve_run(spec: str | Path, runs_root: str | Path) -> Path:
                      f"results.jsonl{hint}")
 
 
+TORN: list[str] = []      # files whose torn last line load_results skipped (the CLI warns once per file)
+
+
 def load_results(path: Path) -> list[Result]:
+    """Every record of a results file. A last line cut short (what a kill during a write leaves) is skipped
+    and noted in TORN; any other unreadable line is an error naming its number."""
     path = Path(path)
     if path.is_dir():
         path = path / "results.jsonl"
     if not path.is_file():
         raise InputError(f"{path}: no results file; pass a run directory or a results.jsonl")
-    return [Result.from_dict(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+    lines = path.read_text(errors="replace").splitlines()
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    results = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            results.append(Result.from_dict(json.loads(line)))
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            if i == last and not path.read_bytes().endswith(b"\n"):
+                TORN.append(f"{path}: skipped line {i + 1}, cut short by an interrupted write")
+                continue
+            raise InputError(f"{path}:{i + 1}: not a kbench result record ({type(e).__name__}: {e}); "
+                             "the file is damaged or not a kbench results file") from None
+    return results

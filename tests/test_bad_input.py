@@ -94,3 +94,27 @@ def test_cuda_requested_without_gpu(kbench):
 def test_unknown_flag_is_a_usage_error(kbench):
     proc = kbench("bench", "--everything")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_an_unusable_out_is_one_line(kbench, tmp_path):
+    from conftest import Kbench
+    afile = write(tmp_path, "not a folder", "runs.txt")
+    proc = Kbench(kbench.cache, afile)("check", "cpu/1")          # --out names an existing file
+    assert_one_line_error(proc, str(afile), "cannot create the runs folder", "--out")
+
+
+def test_a_torn_last_line_is_skipped_and_a_damaged_line_named(kbench, tmp_path):
+    import json
+    from kernelbench_cli.results import Result
+    good = Result(problem="cpu/1_Add_ReLU", candidate="x", candidate_path="x.py", device="cpu", dtype="float32",
+                  status="ok", phase="done").to_json()
+    run = tmp_path / "runs" / "r1"
+    run.mkdir(parents=True)
+    (run / "results.jsonl").write_text(good + "\n" + good[: len(good) // 2])       # a kill mid-write
+    proc = kbench("report", run / "results.jsonl", config=None)
+    assert proc.returncode == 0, proc.stderr
+    assert "skipped line 2, cut short" in proc.stderr and "Traceback" not in proc.stderr
+    (run / "results.jsonl").write_text(good[: len(good) // 2] + "\n" + good + "\n")    # damage in the middle
+    assert_one_line_error(kbench("report", run / "results.jsonl", config=None), "results.jsonl:1",
+                          "not a kbench result record")
+    assert json.loads(good)["status"] == "ok"

@@ -27,7 +27,7 @@ from .handle import CandidateFailed, CandidateProcess
 from .reference import Reference
 from .sides import DeviceProbe, Flush, LocalSide, RemoteSide, synchronize
 
-PINGS, PINGS_MIN, PING_BUDGET_S = 30, 6, 1.0   # hand-over calibration batches: up to 30, at least 6, ~1 s
+PINGS, PINGS_MIN, PING_BUDGET_S = 30, 8, 0.5   # hand-over calibration batches: up to 30, at least 8, ~0.5 s
 BATCH_TARGET_MS = 2.0      # reference work per witnessed hand-over
 BATCH_MAX = 32
 LANE_MEMORY_BYTES = 2 << 30   # at most this much memory in the lanes of one job
@@ -282,7 +282,7 @@ class Session:
             t = time.perf_counter()
             r.baselines["compile"] = ref.versus_compile(timing, self.flush, throttled)
             self.phase("compile_s", t)
-        if self.device == "cuda":
+        if self.device == "cuda" and cfg.timing.profile:
             t = time.perf_counter()
             prof, _ = self.cand.call({"op": "profile"}, self.call_timeout(), "profiling", expect="profiled")
             if prof.custom_share >= 0:

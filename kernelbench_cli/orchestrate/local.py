@@ -102,8 +102,19 @@ def execute_local(jobs, cfg, device: str, store, console, build_only: bool = Fal
     slots = [] if build_only else make_slots(cfg, device)
     runq: queue.PriorityQueue = queue.PriorityQueue()    # (problem order, job index): a judge serves a run of jobs
 
+    order = {key: n for n, key in enumerate(dict.fromkeys(j.problem.key for j in jobs))}
+    first = {}            # each slot's reference process starts now, warming up while the candidates build
+    for slot, key in zip(slots, order):
+        job = next(j for j in jobs if j.problem.key == key and not j.candidate.file_error) if any(
+            j.problem.key == key and not j.candidate.file_error for j in jobs) else None
+        if job is not None:
+            try:
+                first[slot.name] = JudgeClient(key, str(job.problem.path), cfg, device, {**r_env, **slot.env}, logs)
+            except Exception:
+                pass
+
     def slot_loop(slot: Slot) -> None:
-        judge = None
+        judge = first.pop(slot.name, None)
         try:
             while (item := runq.get())[2] is not None:
                 _, i, built = item
@@ -125,8 +136,6 @@ def execute_local(jobs, cfg, device: str, store, console, build_only: bool = Fal
         finally:
             if judge is not None:
                 judge.close()
-
-    order = {key: n for n, key in enumerate(dict.fromkeys(j.problem.key for j in jobs))}
 
     def enqueue(i, built):
         runq.put((order[jobs[i].problem.key], i, built))
