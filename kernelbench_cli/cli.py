@@ -18,7 +18,7 @@ from .catalog import Catalog, read_candidate
 from .config import load_config
 from .errors import InputError
 from .orchestrate import execute, plan, resolve_device, run_reference_only
-from .report import render, to_json
+from .reports.terminal import render, to_json
 from .results import RunStore
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -144,7 +144,7 @@ def bench(problems: List[str] = typer.Argument(None, help="Problems to run (or -
                                      fail_on_regression=fail_on_regression, html=html))
     results = _run(cfg, dev, jobs, skipped, json, "bench")
     if html:
-        from .html_report import write_run_html
+        from .reports.html import write_run_html
         write_run_html(html, results, Path(cfg.paths.runs), err)
     raise typer.Exit(_exit_code(results))
 
@@ -193,7 +193,7 @@ def report(runs: List[str] = typer.Argument(..., help="RUN (a run id under paths
            html: Optional[Path] = typer.Option(None, "--html", help="Also write a self-contained HTML report."),
            config: Optional[Path] = ConfigOpt, out: Optional[Path] = OutOpt):
     """Re-render a saved run's tables, or compare two runs; nothing is rerun. --html FILE: a page with plots."""
-    from .html_report import report_command
+    from .reports.html import report_command
     cfg = load_config(config, overrides={"paths.runs": out and str(out)})
     report_command(runs, Path(cfg.paths.runs), html, Console(), err)
 
@@ -264,7 +264,7 @@ def calibrate_noise(problems: List[str] = typer.Argument(None, help="Problems to
                     config: Optional[Path] = ConfigOpt, device: Optional[str] = DeviceOpt, json: bool = JsonOpt,
                     out: Optional[Path] = OutOpt, set_: List[str] = typer.Option([], "--set", help=SetOpt.help)):
     """Time each reference against itself (A/A) and suggest compare.tau (>= 3x the observed noise)."""
-    from .calibrate import calibrate, default_problems
+    from .gate.noise import calibrate, default_problems
     cfg, dev, catalog = _setup(config, device, out, set_)
     probs = default_problems(catalog, dev) if all_ and not problems else _select(catalog, problems or [], all_)
     raise typer.Exit(calibrate(cfg, dev, probs, err if json else Console(), err, json))

@@ -12,7 +12,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kernelbench_cli.correctness import construct, make_inputs, share_weights  # noqa: E402
-from kernelbench_cli.loading import BuildInterceptor, import_file  # noqa: E402
+from kernelbench_cli.candidate.loading import BuildInterceptor, import_file  # noqa: E402
 
 
 def main(problem_path: str, cand_path: str, n: int) -> None:

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from kernelbench_cli import baseline as B
-from kernelbench_cli import ci_formats, stats
-from kernelbench_cli.calibrate import AA_CANDIDATE, suggest_tau
+from kernelbench_cli.gate import baseline as B
+from kernelbench_cli import stats
+from kernelbench_cli.gate import formats as ci_formats
+from kernelbench_cli.gate.noise import AA_CANDIDATE, suggest_tau
 from kernelbench_cli.config import load_config
 from kernelbench_cli.errors import InputError
 from kernelbench_cli.gate import rerun_config

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import ROOT
 from kernelbench_cli import results as R
-from kernelbench_cli.html_report import render_compare_html, render_html, roofline_chart, _Plots
+from kernelbench_cli.reports.html import render_compare_html, render_html, roofline_chart, _Plots
 from kernelbench_cli.results import BuildInfo, Correctness, Flag, Result, Timing
 
 COMPILER_LOG = ("[1/2] c++ -MMD -c fixture_ops.cpp -o fixture_ops.o\n"

@@ -16,7 +16,7 @@ from kernelbench_cli.config import load_config
 from kernelbench_cli.errors import InputError
 from kernelbench_cli.orchestrate.local import make_slots, parse_gpus
 from kernelbench_cli.kernelbench_compat import FolderCatalog, match_candidates
-from kernelbench_cli.report import summary
+from kernelbench_cli.reports.terminal import summary
 from kernelbench_cli.results import Result, Timing
 
 FIXTURE_OPS = FIXTURES / "fixture_ops.py"

@@ -154,7 +154,7 @@ def test_roofline_floor_uses_the_operands_dtype():
 
 
 def test_report_notes_say_what_qualifies_a_verdict():
-    from kernelbench_cli.report import notes
+    from kernelbench_cli.reports.terminal import notes
     r = Result(problem="p", candidate="c", candidate_path="c.py", device="cuda", dtype="float32")
     assert notes(r) == []
     r.correctness.oracle_passed = 7

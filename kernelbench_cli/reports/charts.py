@@ -1,16 +1,16 @@
 """The HTML report's plots: matplotlib figures (Agg backend, no display) rendered to inline SVG, so the page
-needs no network. html_report.py lays out the page around them."""
+needs no network. html.py lays out the page around them."""
 from __future__ import annotations
 
 import io
 import math
 import re
 
-from . import results as R
-from . import stats
-from .errors import InputError
-from .report import fmt_time
-from .results import Result
+from .. import results as R
+from .. import stats
+from ..errors import InputError
+from .terminal import fmt_time
+from ..results import Result
 
 FASTER, SLOWER, UNSURE, FAILED = "#2e7d32", "#c62828", "#78909c", "#8e24aa"
 CHANGE_COLOR = {"faster": FASTER, "fixed": FASTER, "slower": SLOWER, "broke": SLOWER, "same": UNSURE,

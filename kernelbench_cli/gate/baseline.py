@@ -38,9 +38,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from . import results as R
-from . import stats
-from .errors import InputError
+from .. import results as R
+from .. import stats
+from ..errors import InputError
 
 FORMAT = "kbench-baseline/1"
 

@@ -7,9 +7,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from . import results as R
-from . import stats
-from .results import Result
+from .. import results as R
+from .. import stats
+from ..results import Result
 
 STATUS_STYLE = {R.OK: "green", R.INCORRECT: "red", R.INTEGRITY: "magenta", R.TIMEOUT: "yellow"}
 

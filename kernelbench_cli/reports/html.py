@@ -5,13 +5,7 @@
 section per job (verdict, flags, errors, per-round timings, compiler log). `kbench report BASE NEW` compares
 two runs job by job. The page needs no network: no scripts, no stylesheets or fonts from elsewhere; every
 plot is a matplotlib figure (Agg backend, no display) saved as SVG and pasted inline.
-
-Roofline: a Result's `roofline` dict (kernelbench_cli/roofline.py; filled when `kbench calibrate` has
-measured the device's ceilings) holds flops and bytes per call, floor_ms = max(flops / matmul rate,
-bytes / copy bandwidth), bound ("compute" | "memory") and sol (floor / candidate time). When a run has it,
-the page draws a roofline (achieved FLOP/s against arithmetic intensity, the ceilings recovered from the
-floors) and each job's share of the speed of light; runs without it (all runs before calibration) get
-candidate time against reference time instead. `_roofline_data` is the only place that reads the field.
+The plots, the roofline among them, are charts.py's.
 """
 from __future__ import annotations
 
@@ -24,12 +18,12 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from . import results as R
-from . import stats
-from .errors import InputError
-from .report import fmt_time, render, summary_line
-from .results import Result, load_results, resolve_run
-from .html_charts import (CHANGE_COLOR, FAILED, FASTER, SLOWER, UNSURE, StripPlot, _Plots, _roofline_data,  # noqa: F401
+from .. import results as R
+from .. import stats
+from ..errors import InputError
+from .terminal import fmt_time, render, summary_line
+from ..results import Result, load_results, resolve_run
+from .charts import (CHANGE_COLOR, FAILED, FASTER, SLOWER, UNSURE, StripPlot, _Plots, _roofline_data,  # noqa: F401
                           compare_chart, roofline_chart, speedup_chart)
 
 FAST_P = (0.0, 0.5, 1.0, 1.5, 2.0)
@@ -336,7 +330,7 @@ def render_html(results: list[Result], source: str = "") -> str:
 def compare_rows(base: list[Result], new: list[Result], tau: float = 0.05) -> list[dict]:
     """One row per job id in either run (base order first): both speedups, their ratio, what changed, by the
     CI gate's own rule (baseline.compare_job), so `kbench report BASE NEW` and `kbench compare` agree."""
-    from . import baseline as B
+    from ..gate import baseline as B
     bs, ns = B.snapshot_from_results(base, "base"), B.snapshot_from_results(new, "new")
     comps = {c.job: c for c in B.compare_snapshots(bs, ns, tau)}
     order = list(bs.jobs) + [j for j in ns.jobs if j not in bs.jobs]

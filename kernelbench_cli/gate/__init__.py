@@ -14,11 +14,11 @@ from pathlib import Path
 from rich.console import Console
 
 from . import baseline as B
-from . import ci_formats
-from . import results as R
-from .errors import InputError
-from .orchestrate import execute
-from .results import RunStore
+from . import formats as ci_formats
+from .. import results as R
+from ..errors import InputError
+from ..orchestrate import execute
+from ..results import RunStore
 
 
 def resumed_store(spec: str, runs_root: str) -> RunStore:
@@ -148,7 +148,7 @@ def finish(plan: GatePlan, cfg, device: str, jobs: list, as_json: bool, *, basel
         err.print("markdown summary: " + ", ".join(map(str, written)), highlight=False)
     results = B.latest_per_job(store.load())
     if html:
-        from .html_report import write_run_html
+        from ..reports.html import write_run_html
         write_run_html(html, results, Path(cfg.paths.runs), err)
     if fail_on_regression:
         return B.exit_code(comps)

@@ -17,12 +17,12 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from . import results as R
-from .catalog import read_candidate
-from .errors import InputError
-from .orchestrate import Job, execute
-from .report import fmt_time, to_json
-from .results import RunStore
+from .. import results as R
+from ..catalog import read_candidate
+from ..errors import InputError
+from ..orchestrate import Job, execute
+from ..reports.terminal import fmt_time, to_json
+from ..results import RunStore
 
 SAFETY = 3.0
 
