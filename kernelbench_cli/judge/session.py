@@ -258,6 +258,8 @@ class Session:
         nvml = Nvml.open() if self.device == "cuda" else None
         if nvml:
             r.env["gpu_before"] = nvml.state()
+        elif self.device == "cuda":      # said, not silent: throttled rounds cannot be told apart
+            r.env["nvml"] = "unavailable: throttled rounds are not detected (is nvidia-ml-py installed?)"
         throttled = nvml.throttled if nvml else None
         template = ref.trials()[0].inputs
         local = LocalSide(ref.model, ref.feed(self.rng), template, self.device, self.flush)
