@@ -78,32 +78,6 @@ def construct(cls, init_inputs, device: str, dtype: torch.dtype, seed: int):
 
 # --- checks on one trial's outputs -------------------------------------------------------------------
 
-def check_output_types(ref_out, cand_out) -> str | None:
-    """Outputs must be plain torch.Tensors with the reference's structure, shape, dtype and device."""
-    r, c = tensors(ref_out), tensors(cand_out)
-    if isinstance(ref_out, torch.Tensor) != isinstance(cand_out, torch.Tensor) or len(r) != len(c):
-        return f"output structure differs: expected {_describe(ref_out)}, got {_describe(cand_out)}"
-    for i, (a, b) in enumerate(zip(r, c)):
-        if type(b) is not torch.Tensor:
-            return f"output {i} is a {type(b).__name__}, not a plain torch.Tensor"
-        if b.shape != a.shape:
-            return f"output {i} shape {tuple(b.shape)} != expected {tuple(a.shape)}"
-        if b.dtype != a.dtype:
-            return f"output {i} dtype {b.dtype} != expected {a.dtype}"
-        if b.device != a.device:
-            return f"output {i} on {b.device}, expected {a.device}"
-    return None
-
-
-def check_aliasing(cand_out, inputs) -> str | None:
-    """An output sharing storage with an input is a view or a reused buffer, not a result."""
-    ptrs = {t.untyped_storage().data_ptr() for t in tensors(inputs) if t.numel()}
-    for i, t in enumerate(tensors(cand_out)):
-        if t.numel() and t.untyped_storage().data_ptr() in ptrs:
-            return f"output {i} shares memory with an input"
-    return None
-
-
 def check_inputs_unchanged(pristine, used) -> str | None:
     for i, (a, b) in enumerate(zip(tensors(pristine), tensors(used))):
         if not torch.equal(a.flatten().view(torch.uint8), b.flatten().view(torch.uint8)):
@@ -230,11 +204,3 @@ def precision_flag(c: Correctness, dtype: torch.dtype, factor: float) -> Flag | 
                                            f"reference's {c.oracle_err_ref:.2e} (limit {factor:g}x): lower "
                                            "precision inside (TF32/fp16?)")
     return None
-
-
-def _describe(obj) -> str:
-    if isinstance(obj, torch.Tensor):
-        return "a tensor"
-    if isinstance(obj, (list, tuple)):
-        return f"a {type(obj).__name__} of {len(obj)}"
-    return type(obj).__name__

@@ -36,6 +36,24 @@ class CandidateFailed(Exception):
         self.status, self.message, self.reply, self.phase = status, message, reply, phase
 
 
+def log_tail(path, lines: int = 25) -> str:
+    """The last lines of a process's log (kept in a failed Result)."""
+    try:
+        return "\n".join(Path(path).read_text(errors="replace").rstrip().splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def describe_exit(code) -> str:
+    """How a process ended, from a Popen-style return code (-signal or exit code)."""
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"
+
+
 def candidate_env(device: str, workdir: str, fd: int, extra: dict | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if k in ENV_ALLOW}
     env.update({k: str(v) for k, v in (extra or {}).items() if k in ENV_ALLOW and v is not None})
@@ -136,10 +154,8 @@ class CandidateProcess:
         while self.exit_status is None and time.time() < deadline:
             self._reap(os.WNOHANG)
             time.sleep(0.01)
-        code = self.exit_status
-        how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 and -code in \
-            signal.valid_signals() else f"exited with code {code}"
-        return CandidateFailed("crash", f"candidate process {how} during {phase}", phase=phase)
+        return CandidateFailed("crash", f"candidate process {describe_exit(self.exit_status)} during {phase}",
+                               phase=phase)
 
     def recv(self, timeout: float, expect: str | None = None, phase: str = "start") -> Reply:
         try:

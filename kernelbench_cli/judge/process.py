@@ -59,7 +59,7 @@ class Judge:
 
     def serve(self) -> None:
         from .. import results as R
-        from .handle import CandidateFailed
+        from .handle import CandidateFailed, log_tail
         from .reference import ProblemFailed, Reference
         from .session import Session
         from .sides import DeviceProbe, Flush
@@ -100,7 +100,7 @@ class Judge:
             finally:
                 cand.kill()
             result.phases["job_s"] = round(time.perf_counter() - started, 3)
-            result.stderr_tail = _tail(log)
+            result.stderr_tail = log_tail(log)
             if result.status not in (R.OK, R.INCORRECT, R.INTEGRITY):
                 result.stderr_tail += f"\n(candidate log: {log})"
             self.chan.send({"op": "result", "result": result.to_dict()})
@@ -141,14 +141,6 @@ class Judge:
         path.write_text(json.dumps(ceilings, indent=2))
         result.roofline, result.message = ceilings, str(path)
         self.chan.send({"op": "result", "result": result.to_dict()})
-
-
-def _tail(path: Path, lines: int = 25) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
 def main() -> int:

@@ -18,14 +18,14 @@ import torch
 from .. import integrity
 from .. import results as R
 from ..channel import SharedTensors, read_process_memory
-from ..correctness import (Flags, check_inputs_unchanged, clone, judge, maybe_flag, precision_flag, rel_l2, tensors,
-                           tf32_off)
+from ..correctness import (Flags, check_inputs_unchanged, clone, judge, maybe_flag, precision_flag, rel_l2,
+                           synchronize, tensors, tf32_off)
 from ..environment import Nvml, environment
 from ..results import BuildInfo, Correctness, Result
 from ..timing import measure
 from .handle import CandidateFailed, CandidateProcess
 from .reference import Reference
-from .sides import DeviceProbe, Flush, LocalSide, RemoteSide, synchronize
+from .sides import DeviceProbe, Flush, LocalSide, RemoteSide
 
 PINGS, PINGS_MIN, PING_BUDGET_S = 30, 8, 0.5   # hand-over calibration batches: up to 30, at least 8, ~0.5 s
 BATCH_TARGET_MS = 2.0      # reference work per witnessed hand-over

@@ -14,7 +14,7 @@ import time
 import torch
 
 from .. import stats
-from ..correctness import clone, tensors
+from ..correctness import clone, synchronize, tensors
 
 SPOT_CHECK_P = 0.1      # besides one secret call per round, each other timed call is checked with this chance
 PROBE_CALLS = 20        # device-idle probe baseline: median of this many
@@ -99,11 +99,6 @@ class DeviceProbe:
             self.busy_calls += 1
             self.worst = max(self.worst, ms)
         return ms
-
-
-def synchronize(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
 
 
 class LocalSide:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .. import results as R
 from ..channel import Channel, ChannelClosed, Reply, from_message
-from ..judge.handle import PACKAGE_PARENT, CandidateProcess
+from ..judge.handle import PACKAGE_PARENT, CandidateProcess, describe_exit, log_tail
 from ..results import BuildInfo, Result
 from . import lifecycle
 from .plan import Job, JobSpec
@@ -54,7 +54,7 @@ class JudgeClient:
 
     def _dead(self, job: Job | None, spec: JobSpec | None, why: str) -> Result:
         self.close()
-        tail = _tail(self.log_path)
+        tail = log_tail(self.log_path)
         kw = dict(status=R.CRASH, phase="done", message=why, stderr_tail=tail + f"\n(reference process log: {self.log_path})")
         if job is None:
             return Result(problem=self.problem_key, candidate="", candidate_path="", device=self.device,
@@ -70,7 +70,7 @@ class JudgeClient:
             return r
         except (ChannelClosed, OSError, ValueError):
             code = self.proc.wait()
-            return self._dead(job, spec, f"reference process {_describe_exit(code)}")
+            return self._dead(job, spec, f"reference process {describe_exit(code)}")
         return Result.from_dict(msg["result"])
 
     def run(self, job: Job, spec: JobSpec) -> Result:
@@ -126,7 +126,7 @@ def build(job: Job, cfg, device: str, env: dict, logs: Path, tag: str) -> Result
         result.status, result.message = R.TIMEOUT, f"build killed after {cfg.timeouts.build_s:g} s (wall-clock limit)"
     except (ChannelClosed, OSError, ValueError):
         proc.kill()
-        result.status, result.message = R.CRASH, f"build process {_describe_exit(proc.exit_status)} during import"
+        result.status, result.message = R.CRASH, f"build process {describe_exit(proc.exit_status)} during import"
     finally:
         try:
             os.killpg(proc.pid, signal.SIGKILL)      # compilers it left running, if any
@@ -134,24 +134,8 @@ def build(job: Job, cfg, device: str, env: dict, logs: Path, tag: str) -> Result
             pass
         proc.kill()
         lifecycle.release(proc.pid)
-    result.stderr_tail = _tail(proc.log_path)
+    result.stderr_tail = log_tail(proc.log_path)
     result.build.seconds = result.build.seconds or round(time.perf_counter() - start, 3)
     result.wall_s = round(time.perf_counter() - start, 3)
     result.finished_at = time.time()
     return result
-
-
-def _tail(path: Path, lines: int = 25) -> str:
-    try:
-        return "\n".join(Path(path).read_text(errors="replace").rstrip().splitlines()[-lines:])
-    except OSError:
-        return ""
-
-
-def _describe_exit(code) -> str:
-    if code is not None and code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exited with code {code}"

@@ -104,14 +104,12 @@ def execute_local(jobs, cfg, device: str, store, console, build_only: bool = Fal
 
     order = {key: n for n, key in enumerate(dict.fromkeys(j.problem.key for j in jobs))}
     first = {}            # each slot's reference process starts now, warming up while the candidates build
-    for slot, key in zip(slots, order):
-        job = next(j for j in jobs if j.problem.key == key and not j.candidate.file_error) if any(
-            j.problem.key == key and not j.candidate.file_error for j in jobs) else None
-        if job is not None:
-            try:
-                first[slot.name] = JudgeClient(key, str(job.problem.path), cfg, device, {**r_env, **slot.env}, logs)
-            except Exception:
-                pass
+    runnable = {j.problem.key: j.problem for j in jobs if not j.candidate.file_error}
+    for slot, key in zip(slots, [k for k in order if k in runnable]):
+        try:
+            first[slot.name] = JudgeClient(key, str(runnable[key].path), cfg, device, {**r_env, **slot.env}, logs)
+        except Exception:            # it will be started (and fail visibly) on demand
+            pass
 
     def slot_loop(slot: Slot) -> None:
         judge = first.pop(slot.name, None)
