@@ -85,3 +85,66 @@ def cuda_runtime_lib_dirs(link_dir: Path) -> list[str]:
 
 def cache_dir(cfg) -> str:
     return str(Path(os.environ.get("KBENCH_CACHE_DIR") or cfg.build.cache_dir).expanduser())
+
+
+# --- build records: the parent skips the build process for a candidate built before ---------------------
+
+RECORD_VERSION = 1
+SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".cpp", ".cc", ".c", ".inc", ".ptx")
+
+
+def record_key(candidate: Path, device: str, env: dict) -> str | None:
+    """What a build depends on that the parent can see without running the candidate: its file, source files
+    beside it (a candidate may read a .cu next to it), the target arch, torch and Python versions. None if
+    the file cannot be read (then it is built, and fails, as usual)."""
+    import hashlib
+    import json
+    import sys
+    from importlib import metadata
+    h = hashlib.sha256()
+    try:
+        h.update(Path(candidate).read_bytes())
+        for p in sorted(Path(candidate).parent.iterdir()):
+            if p.suffix in SOURCE_SUFFIXES and p.is_file():
+                h.update(p.name.encode() + b"\0" + p.read_bytes())
+        torch_version = metadata.version("torch")
+    except (OSError, metadata.PackageNotFoundError):
+        return None
+    h.update(json.dumps([RECORD_VERSION, device, env.get("TORCH_CUDA_ARCH_LIST"), torch_version,
+                         sys.version_info[:2]]).encode())
+    return h.hexdigest()[:24]
+
+
+def recorded_build(root: str, key: str | None) -> dict | None:
+    """The BuildInfo (as a dict) of an earlier successful build under `key`, if every extension it made is
+    still in the cache; else None."""
+    import json
+    if key is None:
+        return None
+    try:
+        info = json.loads((Path(root) / "records" / f"{key}.json").read_text())
+        exts = info["extensions"]
+        if not all((Path(root) / f"{x['name']}-{x['key']}" / "kbench.ok").exists() for x in exts):
+            return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return {"status": "cached" if exts else "none", "seconds": 0.0, "log": "",
+            "extensions": [dict(x, cached=True, seconds=0.0) for x in exts]}
+
+
+def record_build(root: str, key: str | None, build: dict) -> None:
+    """After a successful build (atomically: parallel runs may share the cache)."""
+    import json
+    import os
+    import tempfile
+    if key is None:
+        return
+    folder = Path(root) / "records"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump({"extensions": build.get("extensions", [])}, f)
+        os.replace(tmp, folder / f"{key}.json")
+    except OSError:
+        pass

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from . import stats
+from . import stats, trace
 from .results import Timing
 
 
@@ -27,6 +27,7 @@ def measure(ref, cand, cfg, throttled=None, clock: str = "") -> Timing:
     heat; such rounds are counted and dropped (see usable)."""
     ref.warmup(cfg.warmup_calls, cfg.warmup_ms)
     cand.warmup(cfg.warmup_calls, cfg.warmup_ms)
+    trace.mark("judge", "timing warm-up done")
     timing = Timing(clock=clock)
     rounds = []           # (ref samples, cand samples, throttled)
     deadline = time.perf_counter() + cfg.budget_s
@@ -37,6 +38,7 @@ def measure(ref, cand, cfg, throttled=None, clock: str = "") -> Timing:
             sides.reverse()      # A B, B A: drift within a round hits both sides equally
         got = {name: side.sample(n) for name, side in sides}
         rounds.append((got["ref"], got["cand"], throttled is not None and throttled()))
+        trace.mark("judge", f"round {r}")
         ratios = [stats.median(a) / max(stats.median(b), 1e-9) for a, b, _ in usable(rounds, cfg.min_rounds)]
         if len(ratios) >= cfg.min_rounds:
             lo, hi = stats.bootstrap_geomean_ci(ratios, cfg.bootstrap)

@@ -6,7 +6,8 @@ its target and writes them as JSON:
 1. warm `kbench check <problem> --config configs/quick.yaml`, command to exit (3 runs; target <= 6 s);
 2. `kbench bench --all --baselines eager,compile` on one GPU: wall (target <= 300 s) and the median harness
    overhead per job, job wall minus its timing loop (target <= 2 s);
-3. candidates per hour on the level1 problems (default config; target >= 600).
+3. candidates per hour on the level1 problems (default config; target >= 600): the bundled candidates once,
+   and --samples copies of each (a researcher's batch of generated samples per problem).
 Run from the repo root on the GPU host; KBENCH_CACHE_DIR should hold the builds (`kbench build --all`).
 """
 from __future__ import annotations
@@ -21,10 +22,15 @@ import time
 from pathlib import Path
 
 
-def kbench(*args, out: Path) -> tuple[float, dict | None]:
+def kbench(*args, out: Path, trace: Path | None = None) -> tuple[float, dict | None]:
+    """One kbench command, command to exit; with `trace`, its KBENCH_TRACE timeline is written there."""
     cmd = [sys.executable, "-m", "kernelbench_cli", *args, "--out", str(out), "--json"]
+    env = dict(os.environ)
+    if trace is not None:
+        trace.unlink(missing_ok=True)
+        env["KBENCH_TRACE"] = str(trace)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     try:
         return wall, json.loads(proc.stdout)
@@ -40,38 +46,68 @@ def main() -> int:
     ap.add_argument("--check", default="level1/6_GELU")
     ap.add_argument("--skip-suite", action="store_true")
     ap.add_argument("--skip-level1", action="store_true")
+    ap.add_argument("--skip-check", action="store_true")
+    ap.add_argument("--samples", type=int, default=4, help="also time level1 with this many copies of each "
+                                                          "candidate (a batch of generated samples per problem)")
+    ap.add_argument("--trace", help="folder for the KBENCH_TRACE timelines of the last check and of the suite")
     ap.add_argument("extra", nargs="*", help="extra kbench arguments for every run (e.g. --set ...)")
     a = ap.parse_args()
     runs = Path(a.runs)
     rows, doc = [], {}
+    traces = Path(a.trace) if a.trace else None
+    if traces:
+        traces.mkdir(parents=True, exist_ok=True)
 
-    kbench("check", a.check, "--config", "configs/quick.yaml", *a.extra, out=runs)       # warm the cache
-    walls = [kbench("check", a.check, "--config", "configs/quick.yaml", *a.extra, out=runs)[0] for _ in range(3)]
-    doc["check_quick_s"] = walls
-    rows.append((f"warm check {a.check} (quick.yaml), command to exit", f"{statistics.median(walls):.1f} s", "<= 6 s",
-                 statistics.median(walls) <= 6))
+    def save(row):
+        rows.append(row)
+        Path(a.out).write_text(json.dumps(doc, indent=2))     # after every measure: a run cut short keeps its part
+        print(f"{row[0]}: {row[1]} (target {row[2]})", flush=True)
+
+    if not a.skip_check:
+        kbench("check", a.check, "--config", "configs/quick.yaml", *a.extra, out=runs)       # warm the cache
+        walls = [kbench("check", a.check, "--config", "configs/quick.yaml", *a.extra, out=runs,
+                        trace=traces / "check.trace" if traces and k == 2 else None)[0] for k in range(3)]
+        doc["check_quick_s"] = walls
+        save((f"warm check {a.check} (quick.yaml), command to exit", f"{statistics.median(walls):.1f} s", "<= 6 s",
+              statistics.median(walls) <= 6))
 
     if not a.skip_suite:
-        wall, res = kbench("bench", "--all", "--baselines", "eager,compile", *a.extra, out=runs)
+        wall, res = kbench("bench", "--all", "--baselines", "eager,compile", *a.extra, out=runs,
+                           trace=traces / "suite.trace" if traces else None)
         results = (res or {}).get("results", [])
         overhead = [r["wall_s"] - r.get("phases", {}).get("timing_s", 0.0) for r in results if r.get("wall_s")]
         doc.update(suite_s=wall, suite_jobs=len(results), overhead_s=overhead,
                    suite_correct=sum(r["status"] == "ok" for r in results))
-        rows.append((f"bench --all --baselines eager,compile ({len(results)} jobs)", f"{wall:.0f} s", "<= 300 s",
-                     wall <= 300))
+        doc["suite_phases"] = [dict(r.get("phases", {}), job=f"{r['problem']}::{r['candidate']}", status=r["status"],
+                                    wall_s=r.get("wall_s")) for r in results]
+        save((f"bench --all --baselines eager,compile ({len(results)} jobs)", f"{wall:.0f} s", "<= 300 s",
+              wall <= 300))
         med = statistics.median(overhead) if overhead else float("nan")
-        rows.append(("median harness overhead per job (wall - timing loop)", f"{med:.2f} s", "<= 2 s", med <= 2))
+        save(("median harness overhead per job (wall - timing loop)", f"{med:.2f} s", "<= 2 s", med <= 2))
+        names = sorted({k for r in results for k in r.get("phases", {})})
+        doc["suite_phase_medians_s"] = {k: statistics.median(r["phases"].get(k, 0.0) for r in results) for k in names}
+        print("suite phase medians (s): " + ", ".join(f"{k} {v:.2f}" for k, v in doc["suite_phase_medians_s"].items()))
 
     if not a.skip_level1:
-        wall, res = kbench("bench", *[f"level1/{p.stem}" for p in sorted(Path("problems/level1").glob("*.py"))],
-                           *a.extra, out=runs)
-        n = len((res or {}).get("results", []))
-        per_hour = n / wall * 3600 if wall else 0.0
-        doc.update(level1_s=wall, level1_jobs=n, candidates_per_hour=per_hour)
-        rows.append((f"candidates per hour, level1 ({n} jobs in {wall:.0f} s)", f"{per_hour:.0f}", ">= 600",
-                     per_hour >= 600))
+        level1 = [f"level1/{p.stem}" for p in sorted(Path("problems/level1").glob("*.py"))]
+        for samples in (1, a.samples):
+            extra = list(a.extra)
+            if samples > 1:      # K copies of each bundled candidate: a generated batch of K samples per problem
+                kernels = runs / f"samples{samples}"
+                for src in Path("kernels/level1").glob("*/*.py"):
+                    for k in range(samples):
+                        dst = kernels / "level1" / src.parent.name / f"{src.stem}_s{k}.py"
+                        dst.parent.mkdir(parents=True, exist_ok=True)
+                        dst.write_bytes(src.read_bytes())
+                extra += ["--set", f"paths.kernels={kernels}"]
+            wall, res = kbench("bench", *level1, *extra, out=runs)
+            n = len((res or {}).get("results", []))
+            per_hour = n / wall * 3600 if wall else 0.0
+            doc[f"level1_x{samples}"] = dict(wall_s=wall, jobs=n, candidates_per_hour=per_hour,
+                                             ok=sum(r["status"] == "ok" for r in (res or {}).get("results", [])))
+            save((f"candidates per hour, level1, {samples} per candidate file ({n} jobs in {wall:.0f} s)",
+                  f"{per_hour:.0f}", ">= 600", per_hour >= 600))
 
-    Path(a.out).write_text(json.dumps(doc, indent=2))
     width = max(len(r[0]) for r in rows)
     for what, got, target, ok in rows:
         print(f"{what:<{width}}  {got:>9}  target {target:<8} {'met' if ok else 'MISSED'}")

@@ -11,7 +11,9 @@
 #   quality    scripts/bench_timing_quality.py (A/A, repeatability in 3 processes, ncu agreement)
 #   gate       baseline save / unchanged rerun / rerun with one candidate slowed 2x (issue 5)
 #   throughput scripts/bench_throughput.py (1 vs 2 GPUs, build pool vs serial; issue 8), args in $THROUGHPUT_ARGS
-#   harness    scripts/bench_harness.py (issue 15's targets: warm check, suite wall, overhead, candidates/hour)
+#   probe      start-up costs: python + torch import, CUDA init; the profiler's cost (scripts/probe_profiler_cost.py)
+#   harness    scripts/bench_harness.py (issue 15's targets: warm check, suite wall, overhead, candidates/hour),
+#              with KBENCH_TRACE timelines of a check and the suite; args in $HARNESS_ARGS
 # Everything printed goes to $OUT/log.txt; every other artifact to $OUT/art/ (the caller tars it: the
 # device returns at most 8 files).
 set -uo pipefail
@@ -33,6 +35,11 @@ if has env; then
   nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
   python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'gpus', torch.cuda.device_count())"
   nproc
+fi
+if has probe; then
+  for k in 1 2; do timed python3 -c "import torch"; done
+  timed python3 -c "import torch; torch.cuda.init(); torch.zeros(1, device='cuda'); torch.cuda.synchronize()"
+  CUDA_VISIBLE_DEVICES=0 timed python3 scripts/probe_profiler_cost.py
 fi
 if has build; then
   timed kb build --all --out "$RUNS" --set build.jobs="$(nproc)" | tail -8
@@ -77,7 +84,10 @@ if has gate; then   # issue 5's GPU check on three problems: unchanged rerun pas
   cp "$RUNS/slow.bak" $slow; cp results/baselines/*.json "$ART/" 2>/dev/null
 fi
 if has harness; then
-  CUDA_VISIBLE_DEVICES=0 timed python3 scripts/bench_harness.py --out "$ART/harness.json" --runs "$RUNS/harness" -- $CEIL
+  CUDA_VISIBLE_DEVICES=0 timed python3 scripts/bench_harness.py --out "$ART/harness.json" --runs "$RUNS/harness" \
+    --trace "$ART/traces" ${HARNESS_ARGS:-} -- $CEIL
+  for t in "$ART"/traces/*.trace; do python3 scripts/trace_summary.py "$t" > "${t%.trace}.txt"; done
+  head -60 "$ART/traces/check.txt" 2>/dev/null
 fi
 if has throughput; then
   timed python3 scripts/bench_throughput.py --out "$ART/throughput.json" --cache "$KBENCH_CACHE_DIR" ${THROUGHPUT_ARGS:-}

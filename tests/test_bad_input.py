@@ -118,3 +118,20 @@ def test_a_torn_last_line_is_skipped_and_a_damaged_line_named(kbench, tmp_path):
     assert_one_line_error(kbench("report", run / "results.jsonl", config=None), "results.jsonl:1",
                           "not a kbench result record")
     assert json.loads(good)["status"] == "ok"
+
+
+def test_a_reference_that_fails_is_named_once_for_every_candidate_of_it(kbench, tmp_path):
+    """The reference's forward raises: each candidate of that problem gets the problem's error (not a crash
+    of the reference process), and `check` says it in one line with exit 2."""
+    problem = write(tmp_path, "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+                              "        raise ValueError('broken reference')\n"
+                              "def get_inputs():\n    return [torch.ones(4)]\ndef get_init_inputs():\n    return []\n",
+                    name="broken_ref.py")
+    kernel = FIXTURES / "kernels" / "cpu" / "1_Add_ReLU" / "correct.py"
+    copy = write(tmp_path, kernel.read_text(), name="second.py")
+    proc = kbench("check", problem, "--kernel", kernel, "--kernel", copy, "--json")
+    assert proc.returncode == 2, proc.stderr
+    assert "broken_ref.py" in proc.stderr and "broken reference" in proc.stderr and "Traceback" not in proc.stderr
+    import json
+    statuses = [r["status"] for r in json.loads(proc.stdout)["results"]]
+    assert statuses == ["problem-error", "problem-error"]

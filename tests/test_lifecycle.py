@@ -1,6 +1,6 @@
 """Lifecycle: kbench stopped by SIGINT, SIGTERM or SIGKILL mid-job leaves no process behind, and SIGINT says
 where the results are and how to resume. Real processes, real signals: the job hangs in a candidate's
-forward, so the reference process and two candidate processes (the job's and the warm spare) are alive."""
+forward, so the reference process and the job's candidate process are alive."""
 from __future__ import annotations
 
 import os
@@ -59,15 +59,15 @@ def test_a_stopped_kbench_leaves_no_process_behind(sig, build_cache, tmp_path):
                              "--set", "timeouts.run_s=300"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline, tree = time.time() + 300, set()
-    while time.time() < deadline:      # until the job's candidate and the spare are up under the judge
+    while time.time() < deadline:      # until the job's candidate is up under the judge
         tree |= descendants(proc.pid)
-        if sum("kernelbench_cli.candidate run" in cmdline(p) for p in tree if alive(p)) >= 2:
+        if any("kernelbench_cli.candidate run" in cmdline(p) for p in tree if alive(p)):
             break
         time.sleep(0.2)
     else:
         proc.kill()
         pytest.fail("the job's candidate process never started")
-    time.sleep(1.0)                    # inside the hanging forward
+    time.sleep(3.0)                    # inside the hanging forward
     tree |= descendants(proc.pid)
     assert any("kernelbench_cli.judge" in cmdline(p) for p in tree)
     os.kill(proc.pid, sig)

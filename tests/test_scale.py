@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -256,11 +257,11 @@ def test_gpu_slots_queue_and_overlap_with_fake_processes(tmp_path, monkeypatch):
         return job.result(cfg, device, status="ok", phase="done", build=BuildInfo(status="cached"))
 
     class FakeJudge:
-        def __init__(self, problem_key, problem_path, cfg, device, env, logs, mode="serve"):
+        def __init__(self, problem_key, problem_path, cfg, device, env, logs, mode="serve", hold=False):
             self.problem_key, self.env, self.cfg, self.device, self.alive = problem_key, env, cfg, device, True
             judges.append(problem_key)
 
-        def run(self, job, spec):
+        def run(self, job, spec, more=True):
             with lock:
                 events.append(("start", spec.tag.split("-")[0] + "-" + str(int(spec.tag.split("-")[1])), time.perf_counter()))
             time.sleep(0.2)
@@ -362,3 +363,81 @@ def test_ray_executor_gives_the_local_verdicts_and_a_killed_candidate_fails_only
     assert "candidate process killed by SIGKILL" in got["killed"].message
     stored = [json.loads(x) for x in next(tmp_path.glob("*/results.jsonl")).read_text().splitlines()]
     assert sorted(r["candidate"] for r in stored) == names
+
+
+def test_a_slot_starts_the_next_problems_judge_held_during_the_last_job_of_the_current_one(tmp_path, monkeypatch):
+    """CUDA, one GPU: judges are told whether more jobs of their problem follow (so they warm a candidate
+    process only then), and the next problem's judge is started in hold mode while the current problem's
+    last job runs, then serves that problem: two judges for two problems, none started after a job waited."""
+    import threading
+    import time
+
+    from kernelbench_cli.catalog import Candidate, Problem
+    from kernelbench_cli.orchestrate import Job, local
+    from kernelbench_cli.results import BuildInfo, RunStore
+    from rich.console import Console
+
+    made, runs, lock = [], [], threading.Lock()
+
+    def fake_build(job, cfg, device, env, logs, tag):
+        return job.result(cfg, device, status="ok", phase="done", build=BuildInfo(status="cached"))
+
+    class FakeJudge:
+        def __init__(self, problem_key, problem_path, cfg, device, env, logs, mode="serve", hold=False):
+            self.problem_key, self.cfg, self.device, self.alive = problem_key, cfg, device, True
+            with lock:
+                made.append((problem_key, hold, time.perf_counter()))
+
+        def run(self, job, spec, more=True):
+            start = time.perf_counter()
+            time.sleep(0.2)
+            with lock:
+                runs.append((job.problem.key, job.candidate.name, more, start, time.perf_counter(), id(self)))
+            return job.result(self.cfg, self.device, status="ok", phase="done")
+
+        def close(self):
+            self.alive = False
+
+    monkeypatch.setattr(local, "build", fake_build)
+    monkeypatch.setattr(local, "JudgeClient", FakeJudge)
+    monkeypatch.setenv("KBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    p1, p2 = Problem(tmp_path / "a.py", "level1", "1_A"), Problem(tmp_path / "b.py", "level1", "2_B")
+    jobs = [Job(p1, Candidate(tmp_path / "x.py", "x", "cuda")), Job(p1, Candidate(tmp_path / "y.py", "y", "cuda")),
+            Job(p2, Candidate(tmp_path / "z.py", "z", "cuda"))]
+    cfg = load_config(None)
+    results = local.execute_local(jobs, cfg, "cuda", RunStore(tmp_path / "runs"), Console(quiet=True))
+    assert all(r.status == "ok" for r in results)
+    assert [(k, h) for k, h, _ in made] == [("level1/1_A", False), ("level1/2_B", True)]
+    more = {name: m for _, name, m, *_ in runs}
+    assert more == {"x": True, "y": False, "z": False}
+    last_a = next(r for r in runs if r[1] == "y")
+    assert made[1][2] < last_a[4]           # held judge started before the last job of 1_A ended
+    assert len({r[5] for r in runs}) == 2   # the held judge served 2_B
+
+
+def test_a_held_judge_touches_nothing_until_its_first_job_and_then_judges_it(build_cache, tmp_path, monkeypatch):
+    """Real processes on the CPU: a judge started with hold=True answers its first job like any other, and
+    one closed before any job exits with its candidate process."""
+    from kernelbench_cli.catalog import Catalog
+    from kernelbench_cli.orchestrate import judges, plan
+    from kernelbench_cli.orchestrate.plan import tag
+
+    monkeypatch.setenv("KBENCH_CACHE_DIR", str(build_cache))
+    cfg = load_config(TEST_CONFIG, overrides={"device": "cpu"})
+    catalog = Catalog(ROOT / "problems", FIXTURES / "kernels")
+    jobs, _ = plan(catalog, [catalog.resolve("cpu/1_Add_ReLU")],
+                   [FIXTURES / "kernels" / "cpu" / "1_Add_ReLU" / "correct.py"], "cpu")
+    job, logs = jobs[0], tmp_path / "jobs"
+    built = judges.build(job, cfg, "cpu", {}, logs, tag("build", 0, job))
+    assert built.status == "ok", built.message
+    idle = judges.JudgeClient(job.problem.key, str(job.problem.path), cfg, "cpu", {}, logs, hold=True)
+    time.sleep(1)
+    idle.close()
+    assert not idle.alive
+    held = judges.JudgeClient(job.problem.key, str(job.problem.path), cfg, "cpu", {}, logs, hold=True)
+    try:
+        result = held.run(job, job.spec(cfg, tag("job", 0, job)), more=False)
+    finally:
+        held.close()
+    assert result.status == "ok", result.message
+    assert result.correctness.passed == result.correctness.trials > 0

@@ -5,7 +5,7 @@
 
 `run`: before any candidate code exists here, it ties itself to the reference process (parent-death
 signal), drops capabilities, imports torch and brings the device up (so the judge can start it ahead of
-need), and answers timing pings. On a job it maps the shared buffers, installs the seccomp filter
+need; with KBENCH_HOLD set it waits for "go" before touching the device), and answers timing pings. On a job it maps the shared buffers, installs the seccomp filter
 (sandbox.confine), imports the candidate from the build cache without compiling, builds ModelNew and
 serves calls. Every number it sends is a claim: the judge checks outputs itself, times the calls with
 its own clock (the witness) and freezes this process between calls.
@@ -76,6 +76,9 @@ class Server:
         self.last: dict = {}
         self.lanes: list = []
         self.inputs, self.outputs, self.extra, self.weights = [], [], [], []
+
+    def device_up(self) -> None:
+        torch = self.torch
         if self.device == "cuda":
             torch.cuda.init()
             a = torch.randn(256, 256, device="cuda")
@@ -257,7 +260,12 @@ def run_main() -> int:
     sandbox.drop_capabilities()          # before torch starts any thread: capabilities are per thread
     faulthandler.enable()
     chan = Channel.from_fd(int(os.environ["KBENCH_FD"]))
-    server = Server(chan)
+    server = Server(chan)                # torch imported; the device not touched yet
+    if os.environ.get("KBENCH_HOLD"):    # started ahead of its turn: the device is another job's until "go"
+        msg, _ = chan.recv()
+        if msg.get("op") != "go":
+            return 0
+    server.device_up()
     chan.send(Reply(op="ready"))
     server.serve()
     return 0

@@ -1,5 +1,3 @@
-import sys
+from .process import exit_now, main
 
-from .process import main
-
-sys.exit(main())
+exit_now(main())

@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from .. import trace
 from ..channel import MAX_UNTRUSTED_MESSAGE, Channel, ChannelClosed, Reply, from_message
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
@@ -54,41 +55,57 @@ def describe_exit(code) -> str:
     return f"exited with code {code}"
 
 
-def candidate_env(device: str, workdir: str, fd: int, extra: dict | None = None) -> dict:
+def candidate_env(device: str, workdir: str, fd: int, extra: dict | None = None, hold: bool = False) -> dict:
     env = {k: v for k, v in os.environ.items() if k in ENV_ALLOW}
     env.update({k: str(v) for k, v in (extra or {}).items() if k in ENV_ALLOW and v is not None})
     env.update(PYTHONPATH=PACKAGE_PARENT, PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1", HOME=workdir,
                TMPDIR=workdir, KBENCH_DEVICE=device, KBENCH_FD=str(fd), KBENCH_PARENT_PID=str(os.getpid()),
                KBENCH_WORKDIR=workdir)
+    if hold:
+        env["KBENCH_HOLD"] = "1"
     return env
 
 
 class CandidateProcess:
     def __init__(self, device: str, log_path: Path, mode: str = "run", extra_env: dict | None = None,
-                 new_group: bool = False):
+                 new_group: bool = False, hold: bool = False):
         """new_group: a build process started by the parent gets a process group of its own; a candidate
-        process started by the reference process stays in the reference process's group."""
+        process started by the reference process stays in the reference process's group. hold: it imports
+        torch and waits for go() before it touches the device."""
         self.device, self.log_path = device, Path(log_path)
         self.workdir = tempfile.mkdtemp(prefix="kbench-cand-")
         self.chan, theirs = Channel.pair()
         self.chan.limit = MAX_UNTRUSTED_MESSAGE
         self.log = open(self.log_path, "w")
-        env = candidate_env(device, self.workdir, theirs.fileno(), extra_env)
+        env = candidate_env(device, self.workdir, theirs.fileno(), extra_env, hold)
+        self.held = hold
         self.proc = subprocess.Popen([sys.executable, "-m", "kernelbench_cli.candidate", mode], cwd=self.workdir,
                                      stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, env=env,
                                      pass_fds=(theirs.fileno(),), start_new_session=new_group)
         theirs.close()
         self.pid = self.proc.pid
+        trace.mark("judge" if mode == "run" else "parent", f"candidate {self.pid} {mode}: started")
         self.exit_status: int | None = None     # as Popen.returncode: -signal or the exit code
         self.ready = False
         self.threads0: set[str] = set()
 
     # --- lifecycle ---
+    def go(self) -> None:
+        """A held process may now bring the device up."""
+        if self.held:
+            self.held = False
+            try:
+                self.chan.send({"op": "go"})
+            except OSError:
+                pass          # it died: wait_ready reports how
+
     def wait_ready(self, timeout: float) -> None:
         """The process is warm (torch imported, device up): take the thread baseline and freeze it."""
         if self.ready:
             return
+        self.go()
         self.recv(timeout, expect="ready")
+        trace.mark("judge", f"candidate {self.pid}: ready")
         self.ready = True
         self.freeze()
         self.threads0 = self.threads()

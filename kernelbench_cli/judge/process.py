@@ -2,7 +2,9 @@
 
     python -m kernelbench_cli.judge      (fd $KBENCH_FD: the socket to the parent)
 
-First message: {"op": "problem", problem_path, problem_key, device, config, logs, mode}. mode "serve" then
+First message: {"op": "problem", problem_path, problem_key, device, config, logs, mode, hold}; with hold the
+process and its first candidate process import torch, then wait for the first job before touching the
+device (the parent starts the next problem's judge while the last job of the current one is timed). mode "serve" then
 answers {"op": "job", ...} messages with {"op": "result", "result": {...}} until {"op": "quit"}; "lint" and
 "calibrate" answer once. A spare candidate process is always warming up (torch imported, device up) while
 a job runs, so the next job starts warm. Never imports candidate code; refuses to be traced or read by
@@ -18,7 +20,7 @@ import time
 import traceback
 from pathlib import Path
 
-from .. import sandbox
+from .. import sandbox, trace
 
 
 def _result(problem_key: str, device: str, dtype: str, **kw):
@@ -52,43 +54,64 @@ class Judge:
                 self.spare.kill()
                 self.spare = None
 
-    def start_spare(self):
+    def start_spare(self, hold: bool = False):
         from .handle import CandidateProcess
         self.n += 1
-        self.spare = CandidateProcess(self.device, self.logs / f"candidate-{os.getpid()}-{self.n}.log")
+        self.spare = CandidateProcess(self.device, self.logs / f"candidate-{os.getpid()}-{self.n}.log", hold=hold)
 
     def serve(self) -> None:
+        hold = bool(self.spec.get("hold"))
+        self.start_spare(hold)      # first: it imports torch and brings the device up while the problem loads
         from .. import results as R
         from .handle import CandidateFailed, log_tail
         from .reference import ProblemFailed, Reference
         from .session import Session
         from .sides import DeviceProbe, Flush
-        self.start_spare()          # warms up while the reference loads
+        first = None
+        if hold:     # started ahead of its turn (torch imported): the device is another job's until a job comes
+            first, _ = self.chan.recv()
+            trace.mark("judge", "released")
+            if first.get("op") != "job":
+                self.spare.kill()
+                return
+            self.spare.go()
         ref = error = None
         try:
             ref = Reference(self.spec["problem_path"], self.cfg, self.device)
+            ref.trials()            # inputs, reference outputs and oracle, before the first job asks for them
+            trace.mark("judge", "problem loaded")
             probe, flush = DeviceProbe(self.device), Flush(self.device, self.cfg.timing.l2_flush)
         except ProblemFailed as e:
             error = str(e)
         while True:
-            msg, _ = self.chan.recv()
+            msg, first = first or self.chan.recv()[0], None
             if msg.get("op") != "job":
                 break
             job = msg["job"]
+            trace.mark("judge", f"job {job['tag']}: received")
+            if error is not None:        # the problem itself failed: every job of it says so
+                if self.spare is not None:
+                    self.spare.kill()
+                    self.spare = None
+                self.chan.send({"op": "result", "result": self.failed(R.PROBLEM_ERROR, error, job).to_dict()})
+                continue
             started = time.perf_counter()
-            if self.spare is None and error is None:
+            if self.spare is None:
                 self.start_spare()
             cand, self.spare = self.spare, None
             log = self.logs / f"{job['tag']}.log"
             os.replace(cand.log_path, log)
             cand.log_path = log
-            if error is None:
-                self.start_spare()
+
+            def next_spare(more=bool(msg.get("more", True))):
+                """The next job's candidate process starts once this job's timed phases are over: its start-up
+                (torch import, device init) would otherwise share the cores and the GPU with what is timed.
+                Only if the parent has more jobs of this problem to send."""
+                if more and error is None and self.spare is None:
+                    self.start_spare()
             try:
-                if error is not None:
-                    result = self.failed(R.PROBLEM_ERROR, error, job)
-                else:
-                    result = Session(job, ref, cand, self.cfg, probe, flush, quiet=self.quiet_spare).run()
+                result = Session(job, ref, cand, self.cfg, probe, flush, quiet=self.quiet_spare,
+                                 after_timed=next_spare).run()
             except ProblemFailed as e:
                 error = str(e)
                 result = self.failed(R.PROBLEM_ERROR, error, job)
@@ -99,11 +122,13 @@ class Judge:
                 result = self.failed(R.CRASH, f"reference process error: {type(e).__name__}: {e}"[:300], job)
             finally:
                 cand.kill()
+                next_spare()
             result.phases["job_s"] = round(time.perf_counter() - started, 3)
             result.stderr_tail = log_tail(log)
             if result.status not in (R.OK, R.INCORRECT, R.INTEGRITY):
                 result.stderr_tail += f"\n(candidate log: {log})"
             self.chan.send({"op": "result", "result": result.to_dict()})
+            trace.mark("judge", f"job {job['tag']}: result sent")
         if self.spare is not None:
             self.spare.kill()
 
@@ -144,6 +169,7 @@ class Judge:
 
 
 def main() -> int:
+    trace.mark("judge", "python up")
     sandbox.tie_to_parent(int(os.environ.get("KBENCH_PARENT_PID", "0")) or None)
     faulthandler.enable()
     from ..channel import Channel, ChannelClosed
@@ -157,5 +183,14 @@ def main() -> int:
     return 0
 
 
+def exit_now(code: int) -> None:
+    """Leave without the interpreter's teardown (torch's takes ~0.5 s): the children are gone, and the log is
+    unbuffered, so nothing is left to flush but the standard streams."""
+    trace.mark("judge", "exit")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from .. import integrity
+from .. import integrity, trace
 from .. import results as R
 from ..channel import SharedTensors, read_process_memory
 from ..correctness import (Flags, check_inputs_unchanged, clone, judge, maybe_flag, precision_flag, rel_l2,
@@ -35,9 +35,10 @@ LANE_MEMORY_BYTES = 2 << 30   # at most this much memory in the lanes of one job
 
 class Session:
     def __init__(self, job: dict, ref: Reference, cand: CandidateProcess, cfg, probe: DeviceProbe, flush: Flush,
-                 quiet=lambda: None):
+                 quiet=lambda: None, after_timed=lambda: None):
         self.job, self.ref, self.cand, self.cfg, self.probe, self.flush = job, ref, cand, cfg, probe, flush
-        self.quiet = quiet          # called before timing: nothing else of ours may run meanwhile
+        self.quiet = quiet          # called before timed phases: nothing else of ours may run meanwhile
+        self.after_timed = after_timed      # called once nothing more of this job is timed
         self.device = ref.device
         self.result = Result(problem=job["problem_key"], candidate=job["candidate_name"],
                              candidate_path=job["candidate_path"], device=self.device, dtype=cfg.dtype)
@@ -52,6 +53,7 @@ class Session:
 
     def phase(self, name: str, start: float) -> None:
         self.phases[name] = round(time.perf_counter() - start, 3)
+        trace.mark("judge", f"{name[:-2]} done ({self.phases[name]:.3f} s)")
 
     # --- the job ---
     def run(self) -> Result:
@@ -86,6 +88,7 @@ class Session:
         t = time.perf_counter()
         trials = ref.trials()
         self.phases.update(ref.phases)
+        trace.mark("judge", "trials ready")
         ref.phases = {"reference_s": 0.0, "oracle_s": 0.0}        # computed once per problem; later jobs reuse it
         self.batch = self.batch_size(trials[0])
         self.lanes = [(SharedTensors(tensors(trials[0].inputs), self.device),
@@ -103,11 +106,13 @@ class Session:
                                "seed": ref.seeds["init"], "dtype": self.cfg.dtype, "weight_names": list(state.keys()),
                                "flush_bytes": flush}, self.call_timeout(), "start", expect="mapped", fds=fds)
         weights.close()
+        trace.mark("judge", f"mapped {self.batch} lane(s)")
         spans = [(int(a), int(b)) for a, b in mapped.addresses]   # said before candidate code existed
         per = len(self.in_slots.tensors)
         self.input_spans = [spans[k * per:(k + 1) * per] for k in range(self.batch)]
         # The hand-over of a whole batch, measured while the candidate process still runs only kbench code:
         # batches on a stand-in (the reference itself; candidate/process.py op_ping), witness minus its time.
+        self.quiet()
         walls, probes, spent = [], [], time.perf_counter()
         lanes = list(range(self.batch))
         while len(walls) < PINGS and (len(walls) < PINGS_MIN or time.perf_counter() - spent < PING_BUDGET_S):
@@ -119,6 +124,7 @@ class Session:
             reply, wall = cand.call({"op": "ping", "lanes": lanes}, self.call_timeout(), "start")
             probes.append(self.probe.latency() if self.probe.cuda else 0.0)
             walls.append(wall + probes[-1] - reply.ms)
+        trace.mark("judge", f"{len(walls)} ping batches")
         walls = sorted(walls[1:] or walls)          # the first batch warms the stand-in up
         self.probe.calibrate(probes[1:] or probes)
         self.handover_ms = walls[len(walls) // 2]
@@ -284,6 +290,7 @@ class Session:
             t = time.perf_counter()
             r.baselines["compile"] = ref.versus_compile(timing, self.flush, throttled)
             self.phase("compile_s", t)
+        self.after_timed()
         if self.device == "cuda" and cfg.timing.profile:
             t = time.perf_counter()
             prof, _ = self.cand.call({"op": "profile"}, self.call_timeout(), "profiling", expect="profiled")

@@ -26,7 +26,8 @@ def execute(jobs: list, cfg, device: str, store, console, build_only: bool = Fal
     While it runs, this process cannot be read or traced by the processes it starts (PR_SET_DUMPABLE 0:
     /proc/<pid>/environ, mem and ptrace need privileges the candidates dropped); the run's files are checked
     against what the parent wrote, and put back if a build process changed them."""
-    from .. import sandbox
+    from .. import sandbox, trace
+    trace.mark("parent", f"execute {len(jobs)} job(s)")
     with sandbox.not_dumpable():
         try:
             if cfg.executor.kind == "ray":

@@ -12,9 +12,11 @@ import time
 from pathlib import Path
 
 from .. import results as R
+from ..build import cache_dir, record_build, record_key, recorded_build
 from ..channel import Channel, ChannelClosed, Reply, from_message
 from ..judge.handle import PACKAGE_PARENT, CandidateProcess, describe_exit, log_tail
 from ..results import BuildInfo, Result
+from .. import trace
 from . import lifecycle
 from .plan import Job, JobSpec
 
@@ -25,7 +27,7 @@ class JudgeClient:
     """One reference process for one problem on one slot."""
 
     def __init__(self, problem_key: str, problem_path: str, cfg, device: str, env: dict, logs: Path,
-                 mode: str = "serve"):
+                 mode: str = "serve", hold: bool = False):
         self.problem_key, self.cfg, self.device = problem_key, cfg, device
         logs.mkdir(parents=True, exist_ok=True)
         self.chan, theirs = Channel.pair()
@@ -48,9 +50,10 @@ class JudgeClient:
                                          stdout=log, stderr=subprocess.STDOUT, env=full_env, pass_fds=(theirs.fileno(),),
                                          start_new_session=True)
         theirs.close()
+        trace.mark("parent", f"judge {self.proc.pid} {problem_key}: started")
         lifecycle.register(self.proc.pid)
         self.chan.send({"op": "problem", "problem_path": str(Path(problem_path).resolve()) if problem_path else "", "problem_key": problem_key, "device": device,
-                        "config": cfg.to_dict(), "logs": str(logs), "mode": mode})
+                        "config": cfg.to_dict(), "logs": str(logs), "mode": mode, "hold": hold})
 
     def _dead(self, job: Job | None, spec: JobSpec | None, why: str) -> Result:
         self.close()
@@ -73,13 +76,17 @@ class JudgeClient:
             return self._dead(job, spec, f"reference process {describe_exit(code)}")
         return Result.from_dict(msg["result"])
 
-    def run(self, job: Job, spec: JobSpec) -> Result:
+    def run(self, job: Job, spec: JobSpec, more: bool = True) -> Result:
+        """more: whether more jobs of this problem may follow (the judge then warms a candidate process for
+        the next one)."""
         start = time.perf_counter()
         try:
-            self.chan.send({"op": "job", "job": dataclasses.asdict(spec)})
+            self.chan.send({"op": "job", "job": dataclasses.asdict(spec), "more": more})
         except OSError:
             return self._dead(job, spec, "reference process is gone")
+        trace.mark("parent", f"job {spec.tag}: sent")
         result = self.result(self.cfg.timeouts.run_s + JUDGE_SETUP_S, job, spec)
+        trace.mark("parent", f"job {spec.tag}: {result.status}")
         result.wall_s = round(time.perf_counter() - start, 3)
         result.finished_at = time.time()
         return result
@@ -109,6 +116,13 @@ def build(job: Job, cfg, device: str, env: dict, logs: Path, tag: str) -> Result
     (scrubbed environment, own working directory, no capabilities, its own process group)."""
     logs.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
+    root = cache_dir(cfg)
+    key = record_key(job.candidate.path, device, env)
+    recorded = recorded_build(root, key)
+    if recorded is not None:       # built before, unchanged, still in the cache: no build process to start
+        trace.mark("parent", f"build {tag}: recorded")
+        return job.result(cfg, device, phase="done", status=R.OK, build=BuildInfo(**recorded),
+                          wall_s=round(time.perf_counter() - start, 3), finished_at=time.time())
     proc = CandidateProcess(device, logs / f"{tag}.log", mode="build", extra_env=env, new_group=True)
     lifecycle.register(proc.pid)
     result = job.result(cfg, device, phase="build")
@@ -134,6 +148,9 @@ def build(job: Job, cfg, device: str, env: dict, logs: Path, tag: str) -> Result
             pass
         proc.kill()
         lifecycle.release(proc.pid)
+    trace.mark("parent", f"build {tag}: {result.status}")
+    if result.status == R.OK:
+        record_build(root, key, dataclasses.asdict(result.build))
     result.stderr_tail = log_tail(proc.log_path)
     result.build.seconds = result.build.seconds or round(time.perf_counter() - start, 3)
     result.wall_s = round(time.perf_counter() - start, 3)

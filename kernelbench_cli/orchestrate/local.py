@@ -8,7 +8,9 @@ job would be timed with it.
 
 A slot is a thread that keeps one reference process (judge) per problem: it takes the next job, reuses
 its judge if the job is of the same problem (reference outputs, oracle and a warm candidate process are
-ready), else replaces it. On CUDA a slot owns one GPU and its processes see only that one
+ready), else replaces it. On CUDA, when a slot takes the last job of a problem, it starts the next
+problem's judge in hold mode: torch is imported meanwhile (other cores), the device is touched only once
+that judge's first job comes, so nothing is added to the GPU while the current job is timed. On CUDA a slot owns one GPU and its processes see only that one
 (CUDA_VISIBLE_DEVICES), so two jobs never share a GPU; the slot's name goes into Result.env["slot"].
 The queue is ordered by problem, so a slot's consecutive jobs share a judge.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +106,24 @@ def execute_local(jobs, cfg, device: str, store, console, build_only: bool = Fal
     runq: queue.PriorityQueue = queue.PriorityQueue()    # (problem order, job index): a judge serves a run of jobs
 
     order = {key: n for n, key in enumerate(dict.fromkeys(j.problem.key for j in jobs))}
+    undispatched = Counter(j.problem.key for j in jobs if not j.candidate.file_error)   # jobs yet to reach a judge
+    counting = threading.Lock()
+
+    ahead_of: set = set()     # problems whose judge a slot has started ahead
+
+    def dispatched(key: str) -> bool:
+        """One job of `key` leaves the queue (run or failed to build); True if more of it may follow."""
+        with counting:
+            undispatched[key] -= 1
+            return undispatched[key] > 0
+
+    def upcoming(after: str) -> str | None:
+        """The next problem in queue order with jobs still to come, that no slot has a judge ready for."""
+        with counting:
+            later = [k for k in order if order[k] > order[after] and undispatched[k] > 0 and k not in ahead_of]
+            if later:
+                ahead_of.add(later[0])
+            return later[0] if later else None
     first = {}            # each slot's reference process starts now, warming up while the candidates build
     runnable = {j.problem.key: j.problem for j in jobs if not j.candidate.file_error}
     for slot, key in zip(slots, [k for k in order if k in runnable]):
@@ -111,8 +132,12 @@ def execute_local(jobs, cfg, device: str, store, console, build_only: bool = Fal
         except Exception:            # it will be started (and fail visibly) on demand
             pass
 
+    def judge_for(key: str, slot: Slot, hold: bool = False) -> JudgeClient:
+        return JudgeClient(key, str(runnable[key].path), cfg, device, {**r_env, **slot.env}, logs, hold=hold)
+
     def slot_loop(slot: Slot) -> None:
         judge = first.pop(slot.name, None)
+        ahead = None       # CUDA: the next problem's judge, started (torch imported, device untouched) meanwhile
         try:
             while (item := runq.get())[2] is not None:
                 _, i, built = item
@@ -121,9 +146,18 @@ def execute_local(jobs, cfg, device: str, store, console, build_only: bool = Fal
                     if judge is not None and (judge.problem_key != job.problem.key or not judge.alive):
                         judge.close()
                         judge = None
+                    if judge is None and ahead is not None and ahead.problem_key == job.problem.key:
+                        judge, ahead = ahead, None
+                        if not judge.alive:
+                            judge.close()
+                            judge = None
                     if judge is None:
-                        judge = JudgeClient(job.problem.key, str(job.problem.path), cfg, device, {**r_env, **slot.env}, logs)
-                    result = judge.run(job, job.spec(cfg, tag("job", i, job)))
+                        judge = judge_for(job.problem.key, slot)
+                    more = dispatched(job.problem.key)
+                    if not more and ahead is None and device == "cuda":
+                        key = upcoming(job.problem.key)
+                        ahead = judge_for(key, slot, hold=True) if key else None
+                    result = judge.run(job, job.spec(cfg, tag("job", i, job)), more=more)
                     if not judge.alive:
                         judge = None
                 except Exception as e:       # e.g. the run folder vanished: report it on this job, keep going
@@ -132,8 +166,9 @@ def execute_local(jobs, cfg, device: str, store, console, build_only: bool = Fal
                 record_slot(result, slot.name)
                 collector.finish(i, result)
         finally:
-            if judge is not None:
-                judge.close()
+            for j in (judge, ahead):
+                if j is not None:
+                    j.close()
 
     def enqueue(i, built):
         runq.put((order[jobs[i].problem.key], i, built))
@@ -159,6 +194,7 @@ def execute_local(jobs, cfg, device: str, store, console, build_only: bool = Fal
                 progress.update(build_bar, advance=1, current=f"{built.candidate}: {built.build.status}")
                 for i in groups[futures[fut]]:
                     if build_only or built.status != R.OK:
+                        dispatched(jobs[i].problem.key)
                         collector.finish(i, as_job_result(built, jobs[i]))
                     elif overlap:
                         enqueue(i, built)
