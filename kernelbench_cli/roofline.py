@@ -1,6 +1,6 @@
 """Roofline: the least work a problem needs and the fastest this device could do it.
 
-FLOPs come from torch's FlopCounterMode on the reference (it counts matmuls, convolutions and attention;
+FLOPs come from torch's FLOP formulas (those of FlopCounterMode) summed over the reference's ops (it counts matmuls, convolutions and attention;
 element-wise work is treated as free). Minimum bytes = inputs + parameters/buffers read once + outputs
 written once. Ceilings are measured on the device by `kbench calibrate` and cached per device name:
 copy bandwidth (bytes read + written per second of a large device copy) and matmul rate per dtype.
@@ -23,9 +23,36 @@ CALIBRATE_MATMUL_N = {"cuda": 8192, "cpu": 1024}
 CALIBRATE_REPEATS = 10
 
 
+def _flop_mode():
+    """A dispatch mode that sums torch's own FLOP formulas (torch.utils.flop_counter.flop_registry) over the
+    ops a forward runs. Not FlopCounterMode itself: a dispatch mode that lets torch wrap it against Dynamo
+    imports torch._dynamo on first use (2.6 s on the CI box, ~6 s on the H200, on every problem's first
+    job); this one opts out (`_should_skip_dynamo`; it never runs under torch.compile)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.flop_counter import flop_registry
+
+    class FlopSum(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            return False
+
+        def __init__(self):
+            super().__init__()
+            self.total = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            formula = flop_registry.get(func._overloadpacket)
+            if formula is not None:
+                self.total += int(formula(*args, **kwargs, out_val=out))
+            return out
+
+    return FlopSum()
+
+
 def count(ref, inputs, outputs) -> dict:
-    from torch.utils.flop_counter import FlopCounterMode
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+    with torch.no_grad(), _flop_mode() as counter:
         ref(*inputs)
     nbytes = lambda ts: sum(t.numel() * t.element_size() for t in ts if isinstance(t, torch.Tensor))  # noqa: E731
     state = list(ref.parameters()) + list(ref.buffers())
@@ -33,7 +60,7 @@ def count(ref, inputs, outputs) -> dict:
     # The matmul ceiling to use is the operands' dtype (a bf16 problem under a float32 run stays bf16).
     floats = [t for t in inputs if isinstance(t, torch.Tensor) and t.is_floating_point()]
     dtype = str(max(floats, key=torch.Tensor.numel).dtype).removeprefix("torch.") if floats else None
-    return {"flops": int(counter.get_total_flops()), "bytes": int(nbytes(inputs) + nbytes(state) + nbytes(outs)),
+    return {"flops": counter.total, "bytes": int(nbytes(inputs) + nbytes(state) + nbytes(outs)),
             "dtype": dtype}
 
 

@@ -26,8 +26,9 @@ def measure(ref, cand, cfg, throttled=None, clock: str = "") -> Timing:
     """cfg is the TimingConfig. `throttled()`, when given, says whether the GPU is being slowed by power or
     heat; such rounds are counted and dropped (see usable)."""
     ref.warmup(cfg.warmup_calls, cfg.warmup_ms)
+    trace.mark("judge", "reference warm-up done")
     cand.warmup(cfg.warmup_calls, cfg.warmup_ms)
-    trace.mark("judge", "timing warm-up done")
+    trace.mark("judge", "candidate warm-up done")
     timing = Timing(clock=clock)
     rounds = []           # (ref samples, cand samples, throttled)
     deadline = time.perf_counter() + cfg.budget_s

@@ -67,8 +67,11 @@ class Judge:
         from .reference import ProblemFailed, Reference
         from .session import Session
         from .sides import DeviceProbe, Flush
+        trace.mark("judge", "imported")
         first = None
         if hold:     # started ahead of its turn (torch imported): the device is another job's until a job comes
+            if "compile" in self.cfg.baselines:
+                import torch._dynamo  # noqa: F401  (seconds of imports for the compile baseline, on this core now)
             first, _ = self.chan.recv()
             trace.mark("judge", "released")
             if first.get("op") != "job":
@@ -78,7 +81,8 @@ class Judge:
         ref = error = None
         try:
             ref = Reference(self.spec["problem_path"], self.cfg, self.device)
-            ref.trials()            # inputs, reference outputs and oracle, before the first job asks for them
+            trace.mark("judge", "reference built")
+            ref.prepare()           # trials, oracle, timing pool: while the candidate process warms up
             trace.mark("judge", "problem loaded")
             probe, flush = DeviceProbe(self.device), Flush(self.device, self.cfg.timing.l2_flush)
         except ProblemFailed as e:
@@ -122,6 +126,7 @@ class Judge:
                 result = self.failed(R.CRASH, f"reference process error: {type(e).__name__}: {e}"[:300], job)
             finally:
                 cand.kill()
+                trace.mark("judge", "candidate killed")
                 next_spare()
             result.phases["job_s"] = round(time.perf_counter() - started, 3)
             result.stderr_tail = log_tail(log)

@@ -101,6 +101,12 @@ class Reference:
     def output_templates(self) -> list:
         return tensors(self.trials()[0].ref_out)
 
+    def prepare(self) -> None:
+        """Everything of the problem that no candidate changes, before the first job asks: trial inputs,
+        reference outputs, oracles, the timing pool."""
+        self.trials()
+        self.feed(random.Random(0))
+
     def feed(self, rng: random.Random) -> InputFeed:
         if self._pool is None:
             self._pool = [self.inputs(self.seeds["timing"] + i) for i in range(max(1, self.cfg.timing.input_sets))]

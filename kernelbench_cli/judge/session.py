@@ -267,9 +267,11 @@ class Session:
         elif self.device == "cuda":      # said, not silent: throttled rounds cannot be told apart
             r.env["nvml"] = "unavailable: throttled rounds are not detected (is nvidia-ml-py installed?)"
         throttled = nvml.throttled if nvml else None
+        trace.mark("judge", "nvml open")
         template = ref.trials()[0].inputs
         local = LocalSide(ref.model, ref.feed(self.rng), template, self.device, self.flush)
         remote = RemoteSide(self.cand, self, ref.feed(self.rng), self.flush, self.probe, self.rng)
+        trace.mark("judge", "timing pools ready")
         per_round = dataclasses.replace(cfg.timing, samples_per_round=self.batch)    # a round = one batch
         with torch.no_grad(), tf32_off():
             timing = measure(local, remote, per_round, throttled, "cuda-events" if self.device == "cuda" else "perf-counter")
@@ -285,7 +287,7 @@ class Session:
                                                self.handover_spread))
         self.flags.add(self.late_work())
         self.phase("timing_s", t)
-        self.roofline(template)
+        self.roofline()
         if "compile" in cfg.baselines:
             t = time.perf_counter()
             r.baselines["compile"] = ref.versus_compile(timing, self.flush, throttled)
@@ -308,11 +310,12 @@ class Session:
         p = self.probe
         return integrity.check_late_work(p.busy_calls, p.probed, p.worst, p.idle_ms) if p.late() else None
 
-    def roofline(self, template) -> None:
+    def roofline(self) -> None:
         from .. import roofline
         ceilings = roofline.load_ceilings(self.cfg.paths.ceilings, self.device)
         if ceilings:
-            work = roofline.count(self.ref.model, template, self.ref.trials()[0].ref_out)
+            trial = self.ref.trials()[0]
+            work = roofline.count(self.ref.model, trial.inputs, trial.ref_out)
             self.result.roofline = roofline.floor(work, ceilings, self.cfg.dtype)
             self.result.roofline["sol"] = self.result.roofline["floor_ms"] / self.result.timing.cand_ms
 

@@ -111,18 +111,28 @@ class JudgeClient:
         self.chan.close()
 
 
+def recorded(job: Job, cfg, device: str, env: dict, tag: str) -> Result | None:
+    """The build Result of a candidate built before (unchanged, its extensions still in the cache), with no
+    build process started; None if it must be built."""
+    start = time.perf_counter()
+    info = recorded_build(cache_dir(cfg), record_key(job.candidate.path, device, env))
+    if info is None:
+        return None
+    trace.mark("parent", f"build {tag}: recorded")
+    return job.result(cfg, device, phase="done", status=R.OK, build=BuildInfo(**info),
+                      wall_s=round(time.perf_counter() - start, 3), finished_at=time.time())
+
+
 def build(job: Job, cfg, device: str, env: dict, logs: Path, tag: str) -> Result:
     """Import the candidate once with load_inline compiling into the cache, in an untrusted build process
     (scrubbed environment, own working directory, no capabilities, its own process group)."""
+    hit = recorded(job, cfg, device, env, tag)
+    if hit is not None:
+        return hit
     logs.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     root = cache_dir(cfg)
     key = record_key(job.candidate.path, device, env)
-    recorded = recorded_build(root, key)
-    if recorded is not None:       # built before, unchanged, still in the cache: no build process to start
-        trace.mark("parent", f"build {tag}: recorded")
-        return job.result(cfg, device, phase="done", status=R.OK, build=BuildInfo(**recorded),
-                          wall_s=round(time.perf_counter() - start, 3), finished_at=time.time())
     proc = CandidateProcess(device, logs / f"{tag}.log", mode="build", extra_env=env, new_group=True)
     lifecycle.register(proc.pid)
     result = job.result(cfg, device, phase="build")

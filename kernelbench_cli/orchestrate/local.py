@@ -30,7 +30,7 @@ from ..errors import InputError
 from ..results import Result
 from . import lifecycle
 from .collect import Collector, as_job_result, group_builds, internal_error, progress_bar, record_slot
-from .judges import JudgeClient, build
+from .judges import JudgeClient, build, recorded
 from .plan import tag
 
 
@@ -144,7 +144,10 @@ def execute_local(jobs, cfg, device: str, store, console, build_only: bool = Fal
                 job = jobs[i]
                 try:
                     if judge is not None and (judge.problem_key != job.problem.key or not judge.alive):
-                        judge.close()
+                        if judge.alive and ahead is None and undispatched[judge.problem_key] > 0:
+                            ahead = judge        # its problem's candidates are still building: keep it warm
+                        else:
+                            judge.close()
                         judge = None
                     if judge is None and ahead is not None and ahead.problem_key == job.problem.key:
                         judge, ahead = ahead, None
@@ -183,23 +186,34 @@ def execute_local(jobs, cfg, device: str, store, console, build_only: bool = Fal
     with progress_bar(console) as progress:
         build_bar = collector.start(progress, len(groups), build_only, cfg, device)
         threads = [threading.Thread(target=slot_loop, args=(s,), name=f"kbench-{s.name}", daemon=True) for s in slots]
-        for t in threads:
-            t.start()
         pool = ThreadPoolExecutor(max_workers=builders, thread_name_prefix="kbench-build")
         held = []
+
+        def built_one(built: Result, path: str) -> None:
+            progress.update(build_bar, advance=1, current=f"{built.candidate}: {built.build.status}")
+            for i in groups[path]:
+                if build_only or built.status != R.OK:
+                    dispatched(jobs[i].problem.key)
+                    collector.finish(i, as_job_result(built, jobs[i]))
+                elif overlap:
+                    enqueue(i, built)
+                else:
+                    held.append((i, built))
         try:
-            futures = {pool.submit(do_build, n, idx): path for n, (path, idx) in enumerate(groups.items())}
+            # Candidates built before are known at once (no process): queue them all before any slot takes a
+            # job, so the slots start with the first problem in order, where their judges are already warming.
+            to_build = {}
+            for n, (path, idx) in enumerate(groups.items()):
+                hit = recorded(jobs[idx[0]], cfg, device, b_env, tag("build", n, jobs[idx[0]]))
+                if hit is not None:
+                    built_one(hit, path)
+                else:
+                    to_build[n] = (path, idx)
+            for t in threads:
+                t.start()
+            futures = {pool.submit(do_build, n, idx): path for n, (path, idx) in to_build.items()}
             for fut in as_completed(futures):
-                built = fut.result()
-                progress.update(build_bar, advance=1, current=f"{built.candidate}: {built.build.status}")
-                for i in groups[futures[fut]]:
-                    if build_only or built.status != R.OK:
-                        dispatched(jobs[i].problem.key)
-                        collector.finish(i, as_job_result(built, jobs[i]))
-                    elif overlap:
-                        enqueue(i, built)
-                    else:
-                        held.append((i, built))
+                built_one(fut.result(), futures[fut])
             for i, built in held:
                 enqueue(i, built)
             for k, _ in enumerate(threads):
