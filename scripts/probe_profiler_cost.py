@@ -1,6 +1,6 @@
 """What the custom-kernel profile (integrity.custom_kernel_share) costs on this GPU, and what it leaves behind:
-the wall time of a first, second and third torch.profiler session in one process, each alone or after a
-warm-up session at start-up, and the host launch cost of a tiny kernel before and after profiling (CUPTI
+the wall time of a first, second and third profiler session in one process (as integrity.custom_kernel_share),
+the roofline's first FLOP count, and the host launch cost of a tiny kernel before and after profiling (CUPTI
 left subscribed would slow every later launch, which would bias a timing run after it).
 
     python3 scripts/probe_profiler_cost.py            (on the GPU host; prints one line per measure)
@@ -11,7 +11,6 @@ import statistics
 import time
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 
 def launch_us(x, n: int = 3000) -> float:
@@ -25,10 +24,10 @@ def launch_us(x, n: int = 3000) -> float:
 
 def session_s(x) -> float:
     t0 = time.perf_counter()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with torch.autograd.profiler.profile(use_cpu=False, use_device="cuda", use_kineto=True) as prof:
         x.add_(1)
         torch.cuda.synchronize()
-    sum(e.device_time_total for e in prof.events())
+    sum(e.device_time_total for e in prof.function_events)     # as integrity.custom_kernel_share
     return time.perf_counter() - t0
 
 
@@ -38,6 +37,10 @@ def main() -> None:
     x = torch.zeros(1, device="cuda")
     torch.cuda.synchronize()
     print(f"cuda init + first kernel: {time.perf_counter() - t0:.3f} s")
+    from kernelbench_cli import roofline
+    t0 = time.perf_counter()
+    roofline.count(torch.nn.Linear(64, 64).cuda(), [torch.randn(8, 64, device="cuda")], None)
+    print(f"roofline.count, first use: {time.perf_counter() - t0:.3f} s")
     before = [launch_us(x) for _ in range(7)]
     sessions = [session_s(x) for _ in range(3)]
     after = [launch_us(x) for _ in range(7)]
