@@ -45,9 +45,10 @@ class Judge:
                        candidate_path=job.get("candidate_path", ""), status=status, message=message, phase=phase)
 
     def quiet_spare(self) -> None:
-        """Before a timed phase: the spare has finished warming up and is frozen, so its start-up (torch
-        import, device init) never competes with what is being timed."""
-        if self.spare is not None:
+        """Before a timed phase: a spare bringing the device up has finished and is frozen, so its start-up
+        never competes with what is being timed. A held spare (CUDA) is left importing torch: it has not
+        touched the GPU and runs on cores of its own."""
+        if self.spare is not None and not self.spare.held:    # a held one only imports, on other cores
             try:
                 self.spare.wait_ready(self.cfg.timeouts.run_s)
             except Exception:            # a spare that failed to start is replaced at the next job
@@ -70,8 +71,6 @@ class Judge:
         trace.mark("judge", "imported")
         first = None
         if hold:     # started ahead of its turn (torch imported): the device is another job's until a job comes
-            if "compile" in self.cfg.baselines:
-                import torch._dynamo  # noqa: F401  (seconds of imports for the compile baseline, on this core now)
             first, _ = self.chan.recv()
             trace.mark("judge", "released")
             if first.get("op") != "job":
@@ -107,12 +106,19 @@ class Judge:
             os.replace(cand.log_path, log)
             cand.log_path = log
 
-            def next_spare(more=bool(msg.get("more", True))):
-                """The next job's candidate process starts once this job's timed phases are over: its start-up
-                (torch import, device init) would otherwise share the cores and the GPU with what is timed.
-                Only if the parent has more jobs of this problem to send."""
-                if more and error is None and self.spare is None:
+            more = bool(msg.get("more", True))
+            if more and self.device == "cuda":
+                self.start_spare(hold=True)     # imports torch now, on other cores; the GPU only after the timing
+
+            def next_spare():
+                """Once this job's timed phases are over, the next job's candidate process may bring the device
+                up (CUDA: the held spare; the CPU: it starts now, as its torch import would take the cores the
+                timing runs on). Only if the parent has more jobs of this problem to send."""
+                if not more:
+                    return
+                if self.spare is None:
                     self.start_spare()
+                self.spare.go()
             try:
                 result = Session(job, ref, cand, self.cfg, probe, flush, quiet=self.quiet_spare,
                                  after_timed=next_spare).run()
