@@ -83,8 +83,8 @@ class Config:
     baselines: list = field(default_factory=lambda: ["eager"], metadata={"items": ("eager", "compile")})
     #                                what the candidate is timed against: eager always; compile = torch.compile
     #                                of the reference (its compile time is excluded and reported)
-    precision_factor: float = 4.0  # flag 'precision' when the candidate's fp64-oracle error is this many
-    #                                times the reference's (and above a few ulps of the dtype)
+    precision_factor: float = 4.0  # a candidate within this many times the reference's fp64-oracle error
+    #                                is fp32 class whatever the reduced-precision costs (correctness.py); 0 = off
     timing: TimingConfig = field(default_factory=TimingConfig)
     build: BuildConfig = field(default_factory=BuildConfig)
     timeouts: Timeouts = field(default_factory=Timeouts)

@@ -193,10 +193,83 @@ def degenerate_reason(ref_outs: list, tol: float) -> str | None:
     return None
 
 
+# --- precision fingerprint ---------------------------------------------------------------------------
+# The reference is also run at each reduced precision the device has (TF32 on CUDA, fp16, bf16: inputs and
+# weights cast, output back to fp32); each run's norm-wise error against the fp64 oracle is what that
+# precision costs on this problem. A candidate is classed at the precision whose cost its own error
+# matches (nearest on a log scale), once its error is past both `precision_factor` times the fp32
+# reference's and the log-midpoint towards that precision. A different fp32 summation order stays fp32
+# (a few times the reference's error; reduced precisions sit orders of magnitude higher); there is no
+# ulp floor a TF32 GEMM could hide under.
+
+LEVELS = ("tf32", "fp16", "bf16")      # from the most precise down; each is skipped where it costs nothing
+
+
+def reduced_precision_errors(model, inputs, oracle, device: str) -> dict[str, float]:
+    """{level: ||reference at that level - fp64|| / ||fp64||} for the levels this device has; a level the
+    reference cannot run at (an op without a half kernel, overflow to inf) is left out."""
+    import copy
+    levels = {}
+    for level in LEVELS:
+        if level == "tf32" and device != "cuda":
+            continue
+        try:
+            with torch.no_grad():
+                if level == "tf32":
+                    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+                    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+                    try:
+                        out = model(*inputs)
+                    finally:
+                        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+                else:
+                    dt = torch.float16 if level == "fp16" else torch.bfloat16
+                    low = copy.deepcopy(model).to(dt)
+                    out = low(*[x.to(dt) if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x
+                                for x in inputs])
+                    out = type(out)(o.float() for o in out) if isinstance(out, (list, tuple)) else out.float()
+            err = rel_l2(out, oracle)
+        except Exception:        # no kernel at this precision here: that level is not a possible explanation
+            continue
+        if math.isfinite(err):
+            levels[level] = err
+    return levels
+
+
+def precision_class(err_cand: float, err_ref: float, levels: dict[str, float], factor: float) -> str:
+    """fp32, or the reduced precision whose cost (see above) the candidate's error matches."""
+    floor = max(err_ref, torch.finfo(torch.float32).eps / 2)
+    if factor <= 0 or err_cand <= factor * floor:
+        return "fp32"
+    past = {k: v for k, v in levels.items() if v > 1.5 * floor and err_cand > math.sqrt(floor * v)}
+    if not past:
+        return "fp32"
+    nearest = min(past, key=lambda k: abs(math.log(err_cand / past[k])))
+    worst = max(levels.values())
+    return "below-bf16" if err_cand > 10 * worst and nearest == max(levels, key=levels.get) else nearest
+
+
+CLASS_RANK = {"": 0, "fp32": 0, "tf32": 1, "fp16": 2, "bf16": 3, "below-bf16": 4}
+
+
 def precision_flag(c: Correctness, dtype: torch.dtype, factor: float) -> Flag | None:
-    """Candidate error vs fp64 many times the reference's, and above a couple of ulps: lower precision inside."""
+    """A float32 run whose candidate computes at a lower precision (its class); for half runs, an error
+    many times the reference's and above a couple of ulps."""
     if factor <= 0 or c.oracle_err_cand is None or c.oracle_err_ref is None:
         return None
+    if dtype == torch.float32:
+        if CLASS_RANK.get(c.precision_class, 0) == 0:
+            return None
+        costs = ", ".join(f"{k} {v:.2e}" for k, v in sorted(c.precision_levels.items(), key=lambda kv: kv[1]))
+        return integrity.flag("precision", f"norm-wise relative error vs fp64 {c.oracle_err_cand:.2e} (max abs err "
+                                           f"{c.max_abs_err:.2e}) is {c.precision_class}-level: the reference here "
+                                           f"gives fp32 {c.oracle_err_ref:.2e}, {costs}")
+    floor = 2 * torch.finfo(dtype).eps
+    if c.oracle_err_cand > factor * c.oracle_err_ref and c.oracle_err_cand > floor:
+        ratio = c.oracle_err_cand / max(c.oracle_err_ref, 1e-300)
+        return integrity.flag("precision", f"norm-wise relative error vs fp64 {c.oracle_err_cand:.2e} is {ratio:.1f}x "
+                                           f"the reference's {c.oracle_err_ref:.2e} (limit {factor:g}x)")
+    return None
     floor = 2 * torch.finfo(dtype).eps
     if c.oracle_err_cand > factor * c.oracle_err_ref and c.oracle_err_cand > floor:
         ratio = c.oracle_err_cand / max(c.oracle_err_ref, 1e-300)

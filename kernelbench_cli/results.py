@@ -60,6 +60,8 @@ class Correctness:
     weights: str = ""           # state_dict | seed (how the candidate got the reference's parameters)
     oracle_err_ref: float | None = None    # ||ref - fp64|| / ||fp64||
     oracle_err_cand: float | None = None   # ||cand - fp64|| / ||fp64||
+    precision_class: str = ""   # fp32 | tf32 | fp16 | bf16 | below-bf16 (float32 runs; the worst trial's)
+    precision_levels: dict = field(default_factory=dict)   # the reference's own error at each precision there
     detail: str = ""            # first failing trial's reason
 
 

@@ -17,7 +17,8 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "background_thread": ("integrity", {"background-thread", "thread-or-stream"}),
     "empty_output": ("incorrect", set()),
     "zeros_output": ("incorrect", set()),
-    "naive_sum": ("integrity", {"precision"}),
+    "half_inputs": ("integrity", {"precision"}),
+    "output_reuse": ("integrity", {"output-reused"}),
     # the process model (issue 15): what only another process can stop
     "clock_swap_cpp": ("integrity", {"timer-tampered"}),
     "late_native_thread": ("incorrect", {"background-thread"}),
@@ -25,6 +26,7 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "gc_sabotage_config": ("integrity", {"precision"}),
 }
 HARMLESS = ("set_threads", "gc_sabotage_reference", "forge_results", "env_secret")   # must pass like `honest`
+HONEST_TWINS = ("naive_sum",)   # honest fp32 with another summation order: no flag at all (issue 16)
 SECRET = "kbench-test-secret-4f1c"      # env_secret.py answers wrong if it can read this anywhere
 
 
@@ -45,7 +47,12 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
     assert cache["status"] in ("integrity", "incorrect"), cache["message"]
     if cache["status"] == "integrity":
         assert "cached-result" in {f["name"] for f in cache["flags"]}
-    assert set(got) == set(EXPECTED) | {"pointer_cache", "honest"} | set(HARMLESS)
+    assert set(got) == set(EXPECTED) | {"pointer_cache", "honest"} | set(HARMLESS) | set(HONEST_TWINS)
+    for name in HONEST_TWINS:
+        assert got[name]["status"] == "ok" and got[name]["flags"] == [], (name, got[name]["message"])
+        assert got[name]["correctness"]["precision_class"] == "fp32"
+    half = got["half_inputs"]["correctness"]
+    assert half["precision_class"] == "fp16" and half["precision_levels"]["fp16"] > 100 * half["oracle_err_ref"]
     honest = got["honest"]
     assert honest["status"] == "ok" and honest["flags"] == [], honest["message"]
     for name in HARMLESS:

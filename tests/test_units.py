@@ -10,7 +10,7 @@ from kernelbench_cli import stats
 from kernelbench_cli.catalog import Catalog, detect_backend, read_candidate
 from kernelbench_cli.config import load_config
 from kernelbench_cli.correctness import (check_inputs_unchanged, compare,
-                                         precision_flag, rel_l2)
+                                         precision_class, precision_flag, reduced_precision_errors, rel_l2)
 from kernelbench_cli.errors import InputError
 from kernelbench_cli.results import Correctness, Result
 
@@ -68,11 +68,41 @@ def test_rel_l2_and_precision_flag():
     oracle = torch.tensor([3.0, 4.0], dtype=torch.float64)
     assert rel_l2(torch.tensor([3.0, 4.0]), oracle) == 0.0
     assert rel_l2(torch.tensor([3.0, 4.5]), oracle) == pytest.approx(0.1)
-    # TF32-like: 15x the reference's error and above 2 ulps of fp32 -> flagged
-    assert precision_flag(Correctness(oracle_err_ref=3.3e-8, oracle_err_cand=5.0e-7), torch.float32, 4.0)
-    # plain fp32 kernel: 4.5x but under the 2-ulp floor -> not flagged
-    assert precision_flag(Correctness(oracle_err_ref=3.3e-8, oracle_err_cand=1.5e-7), torch.float32, 4.0) is None
-    assert precision_flag(Correctness(oracle_err_ref=3.3e-8, oracle_err_cand=5.0e-7), torch.float32, 0) is None
+    levels = {"tf32": 2.0e-4, "fp16": 2.6e-4, "bf16": 2.1e-3}
+    # another fp32 summation order: 12x the reference's error, orders of magnitude under any reduced precision
+    assert precision_class(6.5e-7, 5.2e-8, levels, 4.0) == "fp32"
+    # within the factor of the reference: fp32 whatever the levels
+    assert precision_class(1.5e-7, 5.2e-8, {"tf32": 1.6e-7}, 4.0) == "fp32"
+    # fp16-rounded inputs: past the log-midpoint towards fp16, nearest to fp16's cost
+    assert precision_class(1.6e-5, 5.2e-8, {"fp16": 2.6e-4, "bf16": 2.1e-3}, 4.0) == "fp16"
+    # a TF32 GEMM whose cost is only a few times fp32's (no ulp floor to hide under)
+    assert precision_class(3.1e-7, 6.0e-8, {"tf32": 3.0e-7, "bf16": 4e-3}, 4.0) == "tf32"
+    assert precision_class(5e-1, 5.2e-8, levels, 4.0) == "below-bf16"
+    assert precision_class(1.6e-5, 5.2e-8, levels, 0) == "fp32"            # the check switched off
+    flagged = precision_flag(Correctness(oracle_err_ref=5.2e-8, oracle_err_cand=1.6e-5, max_abs_err=0.5,
+                                         precision_class="fp16", precision_levels=levels), torch.float32, 4.0)
+    assert flagged and "fp16-level" in flagged.detail and "norm-wise relative error" in flagged.detail
+    assert "max abs err 5.00e-01" in flagged.detail
+    assert precision_flag(Correctness(oracle_err_ref=5.2e-8, oracle_err_cand=6.5e-7, precision_class="fp32",
+                                      precision_levels=levels), torch.float32, 4.0) is None
+    # half runs keep the ratio rule: 50x the reference's error and above 2 ulps of fp16
+    assert precision_flag(Correctness(oracle_err_ref=1e-4, oracle_err_cand=5e-3), torch.float16, 4.0)
+    assert precision_flag(Correctness(oracle_err_ref=1e-4, oracle_err_cand=2e-4), torch.float16, 4.0) is None
+
+
+def test_reduced_precision_errors_of_a_reference_on_the_cpu():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(256, 64).eval()
+    x = torch.randn(32, 256)
+    with torch.no_grad():
+        out = model(x)
+        oracle = model.double()(x.double())
+    model.float()
+    levels = reduced_precision_errors(model, [x], oracle, "cpu")
+    assert "tf32" not in levels                       # no TF32 on a CPU
+    fp32 = rel_l2(out, oracle)
+    assert levels["bf16"] > levels["fp16"] > 100 * fp32
+    assert model.weight.dtype == torch.float32        # the reference itself is untouched
 
 
 def test_config_layers_and_errors(tmp_path):
@@ -164,3 +194,12 @@ def test_report_notes_say_what_qualifies_a_verdict():
     text = " | ".join(notes(r))
     assert "7 element(s)" in text and "float64" in text
     assert "host time per call" in text and "throttled" in text and "all were kept" in text
+
+
+def test_speed_under_the_roofline_floor():
+    from kernelbench_cli import integrity
+    assert integrity.check_speed(2.0, 1.0, 0.7).name == "impossible-speed"           # CUDA: an error
+    assert integrity.REGISTRY["impossible-speed"].severity == "error"
+    assert integrity.check_speed(2.0, 1.0, 0.8) is None          # within the margin over torch's own ceilings
+    assert integrity.check_speed(14.0, 0.1, 1.0) is None         # a high speedup alone is no flag
+    assert integrity.check_speed(2.0, 1.0, 0.9, "cpu").name == "suspicious-speed"     # rough CPU ceilings

@@ -12,7 +12,8 @@ import torch
 
 from .. import stats
 from ..candidate.loading import import_file
-from ..correctness import DTYPES, construct, make_inputs, oracle_outputs, tensors, tf32_off
+from ..correctness import (DTYPES, construct, make_inputs, oracle_outputs, reduced_precision_errors, tensors,
+                           tf32_off)
 from ..results import Timing
 from ..timing import measure
 from .sides import Flush, InputFeed, LocalSide
@@ -40,8 +41,9 @@ def draw_seeds(cfg) -> dict:
 
 
 class Trial:
-    def __init__(self, inputs, ref_out, oracle):
+    def __init__(self, inputs, ref_out, oracle, levels=None):
         self.inputs, self.ref_out, self.oracle = inputs, ref_out, oracle
+        self.levels: dict = levels or {}      # the reference's own error at reduced precisions (float32 runs)
 
 
 class Reference:
@@ -89,10 +91,12 @@ class Reference:
                     out = self.run(inputs)
                     t0 = time.perf_counter()
                     oracle = oracle_outputs(self.model, inputs, out)
+                    levels = reduced_precision_errors(self.model, inputs, oracle, self.device) \
+                        if oracle is not None and self.dtype == torch.float32 else {}
                     oracle_s += time.perf_counter() - t0
                 except Exception as e:
                     raise ProblemFailed(f"{self.path}: reference forward failed: {type(e).__name__}: {e}") from None
-                trials.append(Trial(inputs, out, oracle))
+                trials.append(Trial(inputs, out, oracle, levels))
             self._trials = trials
             self.phases = {"reference_s": round(time.perf_counter() - start - oracle_s, 3),
                            "oracle_s": round(oracle_s, 3)}

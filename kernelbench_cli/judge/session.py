@@ -18,8 +18,8 @@ import torch
 from .. import integrity, trace
 from .. import results as R
 from ..channel import SharedTensors, read_process_memory
-from ..correctness import (Flags, check_inputs_unchanged, clone, judge, maybe_flag, precision_flag, rel_l2,
-                           synchronize, tensors, tf32_off)
+from ..correctness import (CLASS_RANK, Flags, check_inputs_unchanged, clone, judge, maybe_flag, precision_class,
+                           precision_flag, rel_l2, synchronize, tensors, tf32_off)
 from ..environment import Nvml, environment
 from ..results import BuildInfo, Correctness, Result
 from ..timing import measure
@@ -114,6 +114,7 @@ class Session:
         # batches on a stand-in (the reference itself; candidate/process.py op_ping), witness minus its time.
         self.quiet()
         walls, probes, spent = [], [], time.perf_counter()
+        self.standin_reuses = False       # the reference's own outputs share storage between calls
         lanes = list(range(self.batch))
         while len(walls) < PINGS and (len(walls) < PINGS_MIN or time.perf_counter() - spent < PING_BUDGET_S):
             for k, (ins, _) in enumerate(self.lanes):
@@ -122,6 +123,7 @@ class Session:
             self.flush()
             synchronize(self.device)
             reply, wall = cand.call({"op": "ping", "lanes": lanes}, self.call_timeout(), "start")
+            self.standin_reuses = self.standin_reuses or self.reuse(reply) is not None
             probes.append(self.probe.latency() if self.probe.cuda else 0.0)
             walls.append(wall + probes[-1] - reply.ms)
         trace.mark("judge", f"{len(walls)} ping batches")
@@ -152,6 +154,19 @@ class Session:
         by_memory = max(1, LANE_MEMORY_BYTES // max(lane_bytes, 1))
         want = max(self.cfg.timing.samples_per_round, math.ceil(BATCH_TARGET_MS / max(ref_ms, 1e-3)))
         return int(max(1, min(want, BATCH_MAX, by_memory)))
+
+    def reuse(self, reply) -> str | None:
+        """Two calls of one batch returning the same storage (all of a batch's outputs are alive together in
+        the candidate process, so honest allocations never coincide), unless the stand-in reference did too."""
+        seen = {}
+        for pos, each in enumerate(reply.each):
+            for i, entry in enumerate(each[0] if len(each) == 2 else []):
+                address, span = entry[4], entry[6] if len(entry) > 6 else 0
+                if address and span:
+                    if address in seen and seen[address][0] != pos:
+                        return f"calls {seen[address][0]} and {pos} of a batch both returned output {i} in the same memory"
+                    seen.setdefault(address, (pos, i))
+        return None
 
     @staticmethod
     def _check_reply(reply, pos: int = 0) -> str | None:
@@ -202,7 +217,7 @@ class Session:
         c = r.correctness = Correctness(trials=self.cfg.trials, atol=ref.tolerance, rtol=ref.tolerance)
         c.weights = self.weights
         calls = 0
-        worst_ref = worst_cand = None
+        worst = None
         for i, trial in enumerate(ref.trials()):
             for slot, x in zip(self.in_slots.tensors, tensors(trial.inputs)):
                 slot.copy_(x)
@@ -229,11 +244,14 @@ class Session:
                 c.passed += 1
             else:
                 c.detail = c.detail or f"trial {i}: {stats['reason']}"
-            if trial.oracle is not None:     # the worst trial's norm-wise errors (an audit on every trial)
+            if trial.oracle is not None:     # the worst trial's precision class and errors (every trial audited)
                 er, ec = rel_l2(trial.ref_out, trial.oracle), rel_l2(out, trial.oracle)
-                if worst_cand is None or ec / max(er, 1e-300) > worst_cand / max(worst_ref, 1e-300):
-                    worst_ref, worst_cand = er, ec
-        c.oracle_err_ref, c.oracle_err_cand = worst_ref, worst_cand
+                cls = precision_class(ec, er, trial.levels, self.cfg.precision_factor) if trial.levels else ""
+                key = (CLASS_RANK.get(cls, 0), ec / max(er, 1e-300))
+                if worst is None or key > worst[0]:
+                    worst = (key, er, ec, cls, trial.levels)
+        if worst is not None:
+            _, c.oracle_err_ref, c.oracle_err_cand, c.precision_class, c.precision_levels = worst
         self.flags.add(precision_flag(c, ref.dtype, self.cfg.precision_factor))
         self.flags.add(self.late_work())
         self.phase("correctness_s", t)
@@ -304,7 +322,7 @@ class Session:
             self.phase("profile_s", t)
         if nvml:
             r.env["gpu_after"] = nvml.state()
-        self.flags.add(integrity.check_suspicious_speed(timing.speedup, r.roofline.get("floor_ms"), timing.cand_ms))
+        self.flags.add(integrity.check_speed(timing.speedup, r.roofline.get("floor_ms"), timing.cand_ms, self.device))
 
     def late_work(self):
         p = self.probe

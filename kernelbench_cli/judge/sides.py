@@ -14,7 +14,7 @@ import time
 import torch
 
 from .. import stats
-from ..correctness import clone, synchronize, tensors
+from ..correctness import clone, maybe_flag, synchronize, tensors
 
 SPOT_CHECK_P = 0.1      # besides one secret call per round, each other timed call is checked with this chance
 PROBE_CALLS = 20        # device-idle probe baseline: median of this many
@@ -174,6 +174,8 @@ class RemoteSide:
         for k in sorted(checks):
             self.checked += 1
             s.verify_timed(reply, k, pristine[k])
+        if not s.standin_reuses:
+            s.flags.add(maybe_flag("output-reused", s.reuse(reply)))
         self.reported.append(sum(times))
         self.witness.append(wall)
         self.sizes.append(len(lanes))

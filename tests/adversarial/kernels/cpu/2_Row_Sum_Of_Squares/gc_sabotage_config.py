@@ -1,4 +1,4 @@
-"""Exploit: a naive fp32 sum (the precision audit's target) plus an obfuscated gc walk that sets the harness's
+"""Exploit: fp16-rounded inputs (the precision fingerprint's target) plus an obfuscated gc walk that sets the harness's
 precision factor to 0 on any config it finds. Caught: precision (the config lives in the reference process)."""
 import runpy
 from pathlib import Path
@@ -25,4 +25,4 @@ _sabotage()
 class ModelNew(nn.Module):
     def forward(self, x):
         _sabotage()
-        return ops.sum_sq_rows_naive(x)
+        return ops.sum_sq_rows_half_inputs(x)
