@@ -19,6 +19,7 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "zeros_output": ("incorrect", set()),
     "half_inputs": ("integrity", {"precision"}),
     "output_reuse": ("integrity", {"output-reused"}),
+    "token_call": ("integrity", {"no-custom-kernel"}),      # by the ablation: the call count is satisfied
     # the process model (issue 15): what only another process can stop
     "clock_swap_cpp": ("integrity", {"timer-tampered"}),
     "late_native_thread": ("incorrect", {"background-thread"}),
@@ -55,6 +56,8 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
     assert half["precision_class"] == "fp16" and half["precision_levels"]["fp16"] > 100 * half["oracle_err_ref"]
     honest = got["honest"]
     assert honest["status"] == "ok" and honest["flags"] == [], honest["message"]
+    assert honest["correctness"]["ablation"] == "output changed"
+    assert got["token_call"]["correctness"]["ablation"] == "output unchanged"
     for name in HARMLESS:
         r = got[name]
         assert r["status"] == "ok" and not [f for f in r["flags"] if f["severity"] == "error"], (name, r["message"])

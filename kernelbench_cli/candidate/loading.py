@@ -39,11 +39,25 @@ class BuildFailed(RuntimeError):
     """load_inline failed to compile or link; the message holds the compiler output."""
 
 
-class CountingModule:
-    """Stands in for a compiled extension module; counts calls into its exported functions."""
+def noise_like(out):
+    """Garbage of the same structure, shapes and dtypes as an extension function's result (the ablation)."""
+    if isinstance(out, torch.Tensor):
+        if out.is_floating_point() or out.is_complex():
+            return torch.randn_like(out) * 1e3
+        return torch.randint_like(out, 0, 2) if out.dtype == torch.bool else torch.randint_like(out, -100, 100)
+    if isinstance(out, (list, tuple)):
+        return type(out)(noise_like(o) for o in out)
+    return out
 
-    def __init__(self, module, functions, counts: Counter, ext: str):
+
+class CountingModule:
+    """Stands in for a compiled extension module; counts calls into its exported functions. While
+    `ablation["on"]`, each call still runs but returns noise_like(its result): if the forward's output is
+    still right, the candidate's compiled code did not compute it."""
+
+    def __init__(self, module, functions, counts: Counter, ext: str, ablation: dict | None = None):
         self._module, self._functions, self._counts, self._ext = module, set(functions), counts, ext
+        self._ablation = ablation if ablation is not None else {"on": False}
         self._wrapped = {}
 
     def __getattr__(self, attr):
@@ -51,11 +65,12 @@ class CountingModule:
         if attr not in self._functions or not callable(value):
             return value
         if attr not in self._wrapped:
-            counts, key = self._counts, f"{self._ext}.{attr}"
+            counts, key, ablation = self._counts, f"{self._ext}.{attr}", self._ablation
 
             def counted(*args, **kwargs):
                 counts[key] += 1
-                return value(*args, **kwargs)
+                out = value(*args, **kwargs)
+                return noise_like(out) if ablation["on"] else out
             counted.__name__ = attr
             self._wrapped[attr] = counted
         return self._wrapped[attr]
@@ -71,6 +86,7 @@ class BuildInterceptor:
         self.extensions: list[dict] = []      # one record per load_inline call
         self.failure: str | None = None       # compiler output of the first failed build
         self.calls: Counter = Counter()       # "ext.function" -> calls
+        self.ablation = {"on": False}         # shared with every CountingModule (see there)
         self._original = cpp_extension.load_inline
         self._signature = inspect.signature(self._original)
 
@@ -118,7 +134,7 @@ class BuildInterceptor:
             (build_dir / "kbench.ok").touch()
         if not a.get("is_python_module", True):
             return module
-        return CountingModule(module, functions, self.calls, a["name"])
+        return CountingModule(module, functions, self.calls, a["name"], self.ablation)
 
     @staticmethod
     def _load_built(a: dict, build_dir: Path, record: dict):

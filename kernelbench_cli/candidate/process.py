@@ -236,6 +236,17 @@ class Server:
                 slot.copy_(t)
         return [described, ""]
 
+    def op_ablate(self, msg, fds) -> Reply:
+        """One call on lane 0 with every compiled function's result replaced by noise (loading.noise_like);
+        the judge compares the output with the reference's."""
+        if self.interceptor is None:
+            return Reply(op="done")
+        self.interceptor.ablation["on"] = True
+        try:
+            return self.op_call({"lanes": [0]}, fds)
+        finally:
+            self.interceptor.ablation["on"] = False
+
     def op_profile(self, msg, fds) -> Reply:
         from ..integrity import custom_kernel_share
         names = {k for ext in (self.interceptor.extensions if self.interceptor else []) for k in ext.get("kernels", [])}

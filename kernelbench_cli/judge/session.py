@@ -311,6 +311,8 @@ class Session:
             r.baselines["compile"] = ref.versus_compile(timing, self.flush, throttled)
             self.phase("compile_s", t)
         self.after_timed()
+        if not self.ablation():
+            return                  # the candidate process broke under the ablation: nothing more to ask it
         if self.device == "cuda" and cfg.timing.profile:
             t = time.perf_counter()
             prof, _ = self.cand.call({"op": "profile"}, self.call_timeout(), "profiling", expect="profiled")
@@ -323,6 +325,39 @@ class Session:
         if nvml:
             r.env["gpu_after"] = nvml.state()
         self.flags.add(integrity.check_speed(timing.speedup, r.roofline.get("floor_ms"), timing.cand_ms, self.device))
+
+    def ablation(self) -> bool:
+        """Custom work, proved causally: one call with every compiled function's result replaced by noise
+        (candidate/loading.py). If the output is still right, the compiled code did not compute it:
+        no-custom-kernel, however many calls it made. False if the candidate process did not survive it."""
+        c = self.result.correctness
+        if self.job.get("aa_calibration"):
+            return True
+        trial = self.ref.trials()[0]
+        for slot, x in zip(self.in_slots.tensors, tensors(trial.inputs)):
+            slot.copy_(x)
+        synchronize(self.device)
+        try:
+            reply, _ = self.cand.call({"op": "ablate"}, self.call_timeout(), "ablation")
+        except CandidateFailed as e:      # noise made it raise or crash: its compiled results mattered
+            c.ablation = f"output changed (the forward failed on noise: {e.status})"
+            return e.status != "timeout" and self.cand.alive()
+        if not reply.each:
+            c.ablation = "not run: no compiled function"
+            return True
+        out = self.fetch(reply)
+        if isinstance(out, str):
+            c.ablation = "output changed"
+            return True
+        out = out[0] if isinstance(trial.ref_out, torch.Tensor) else out
+        if judge(self.ref.model, trial.inputs, trial.ref_out, out, self.ref.tolerance, trial.oracle)["reason"] is None:
+            c.ablation = "output unchanged"
+            self.flags.add(integrity.flag("no-custom-kernel", "with every compiled function's result replaced by noise "
+                                                              "the output was still correct: the compiled code does not "
+                                                              "compute it"))
+        else:
+            c.ablation = "output changed"
+        return True
 
     def late_work(self):
         p = self.probe

@@ -259,6 +259,9 @@ def job_section(strips: StripPlot, i: int, r: Result) -> str:
                 ("fp64 oracle err, ref", _err(c.oracle_err_ref)), ("fp64 oracle err, cand", _err(c.oracle_err_cand))]
         if c.oracle_err_ref and c.oracle_err_cand is not None:
             rows.append(("cand / ref oracle err", f"{c.oracle_err_cand / c.oracle_err_ref:.2f}×"))
+        costs = ", ".join(f"{k} {_err(v)}" for k, v in sorted(c.precision_levels.items(), key=lambda kv: kv[1]))
+        rows += [("precision class", esc(c.precision_class + (f" (reference at {costs})" if costs else "")) or "-"),
+                 ("ablation (compiled results as noise)", esc(c.ablation or "-"))]
         if c.detail:
             rows.append(("detail", esc(c.detail)))
         groups.append(_kv("correctness", rows))
