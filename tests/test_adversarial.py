@@ -20,6 +20,14 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "half_inputs": ("integrity", {"precision"}),
     "output_reuse": ("integrity", {"output-reused"}),
     "token_call": ("integrity", {"no-custom-kernel"}),      # by the ablation: the call count is satisfied
+    "seed_replay": ("incorrect", set()),
+    "shape_cache": ("incorrect", set()),
+    "stale_by_one": ("incorrect", set()),
+    "fork_worker": ("runtime-error", set()),
+    "patch_compare": ("incorrect", {"monkeypatch"}),
+    "import_problem": ("integrity", {"no-custom-kernel", "reads-problem"}),
+    "exit_early": ("crash", set()),
+    "precise_then_half": ("integrity", {"precision"}),
     # the process model (issue 15): what only another process can stop
     "clock_swap_cpp": ("integrity", {"timer-tampered"}),
     "late_native_thread": ("incorrect", {"background-thread"}),
@@ -61,8 +69,10 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
     for name in HARMLESS:
         r = got[name]
         assert r["status"] == "ok" and not [f for f in r["flags"] if f["severity"] == "error"], (name, r["message"])
-        # the reference was not slowed from inside the candidate (its time is the honest job's, within noise)
-        assert r["timing"]["ref_ms"] < 1.6 * honest["timing"]["ref_ms"], (name, r["timing"], honest["timing"])
+        # the reference was not slowed from inside the candidate: its fastest round is the honest job's, within
+        # noise (a sabotage slows every round; a busy 2-core box slows some)
+        fastest = min(r["timing"]["ref_rounds_ms"])
+        assert fastest < 1.6 * min(honest["timing"]["ref_rounds_ms"]), (name, r["timing"], honest["timing"])
         assert r["env"]["threads"] == honest["env"]["threads"]          # the judge's thread count is its own
     assert got["env_secret"]["correctness"]["passed"] == got["env_secret"]["correctness"]["trials"]
     # forged records never reach the results file: it holds exactly one record per job
