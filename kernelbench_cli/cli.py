@@ -179,7 +179,8 @@ def lint(problems: List[str] = typer.Argument(None, help="Problems to lint (or -
     for col in ("problem", "verdict", "detail"):
         t.add_column(col, overflow="fold")
     for r in results:
-        verdict = "[red]failed[/]" if r.status != R.OK else "[yellow]degenerate[/]" if r.flags else "[green]ok[/]"
+        verdict = "[red]failed[/]" if r.status != R.OK else "[yellow]degenerate[/]" if r.flags else \
+            "[yellow]skipped[/]" if r.phase == "skipped" else "[green]ok[/]"
         t.add_row(r.problem, verdict, r.message)
     (err if json else Console()).print(t)
     if json:

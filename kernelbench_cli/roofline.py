@@ -127,3 +127,18 @@ def calibrate(device: str) -> dict:
         rates["float32"] = max(rates["float32"], rates["tf32"] / 3)
     return {"device": device_slug(device), "copy_gbps": 2 * n_copy * 4 / (copy_ms * 1e-3) / 1e9,
             "matmul_tflops": rates, "torch": torch.__version__, "measured_at": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def meta_work(problem, dtype: torch.dtype) -> dict | None:
+    """FLOPs and bytes of one forward, counted on the meta device (shapes only: no memory, no time); None if
+    the problem needs real data to run (or fails). For sizing a run before it starts."""
+    try:
+        with torch.device("meta"):
+            model = problem.Model(*problem.get_init_inputs())
+            inputs = list(problem.get_inputs())
+        model = model.to(device="meta", dtype=dtype)
+        inputs = [x.to(dtype) if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x for x in inputs]
+        with torch.no_grad():
+            return count(model, inputs, model(*inputs))
+    except Exception:
+        return None

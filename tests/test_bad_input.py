@@ -135,3 +135,20 @@ def test_a_reference_that_fails_is_named_once_for_every_candidate_of_it(kbench, 
     import json
     statuses = [r["status"] for r in json.loads(proc.stdout)["results"]]
     assert statuses == ["problem-error", "problem-error"]
+
+
+def test_lint_on_the_cpu_skips_a_gpu_sized_problem_with_one_line(kbench, tmp_path):
+    """Sized on the meta device first: a problem whose forward would take hours here (and 16 GiB of weights)
+    is skipped with a line saying why and what to do, instead of running in silence."""
+    import json
+    problem = write(tmp_path, "import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n"
+                              "        super().__init__()\n        self.fc = torch.nn.Linear(65536, 65536)\n"
+                              "    def forward(self, x):\n        return self.fc(x)\n"
+                              "def get_inputs():\n    return [torch.randn(65536, 65536)]\n"
+                              "def get_init_inputs():\n    return []\n", name="huge_linear.py")
+    proc = kbench("lint", problem, "cpu/1", "--json", config=None)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = {r["problem"]: r for r in json.loads(proc.stdout)["results"]}
+    huge = next(r for k, r in got.items() if k.endswith("huge_linear"))
+    assert huge["phase"] == "skipped" and "skipped on the CPU" in huge["message"] and "--device cuda" in huge["message"]
+    assert got["cpu/1_Add_ReLU"]["phase"] != "skipped"

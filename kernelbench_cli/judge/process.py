@@ -23,6 +23,29 @@ from pathlib import Path
 from .. import sandbox, trace
 
 
+LINT_CPU_BUDGET_S = 20.0       # lint's forwards on the CPU, estimated; beyond it the problem is skipped, said so
+CPU_FLOPS, CPU_BYTES_PER_S = 5e10, 5e9     # rough rates of a small CPU box, for that estimate only
+
+
+def lint_too_big_for_cpu(problem_path: str, dtype: str) -> str:
+    """Why linting this problem on the CPU would take too long ("" if it would not), from its FLOPs and bytes
+    counted on the meta device: a GPU-sized problem ran for minutes in silence before."""
+    from ..candidate.loading import import_file
+    from ..correctness import DTYPES
+    from ..roofline import meta_work
+    try:
+        work = meta_work(import_file(problem_path, "kbench_lint_sizing"), DTYPES[dtype])
+    except Exception:
+        return ""
+    if not work:
+        return ""
+    est = 3 * (work["flops"] / CPU_FLOPS + work["bytes"] / CPU_BYTES_PER_S)      # two forwards and the inputs
+    if est <= LINT_CPU_BUDGET_S:
+        return ""
+    return (f"skipped on the CPU: a forward does {work['flops'] / 1e9:.0f} GFLOP over {work['bytes'] / 2**30:.1f} GiB "
+            f"(~{est:.0f} s of lint here); lint it with --device cuda")
+
+
 def _result(problem_key: str, device: str, dtype: str, **kw):
     from ..results import Result
     return Result(problem=problem_key, candidate=kw.pop("candidate", ""), candidate_path=kw.pop("candidate_path", ""),
@@ -152,6 +175,11 @@ class Judge:
         result = self.failed(R.OK, "")
         result.candidate = "(lint)"
         result.env = environment(self.device)
+        too_big = self.device == "cpu" and lint_too_big_for_cpu(self.spec["problem_path"], self.cfg.dtype)
+        if too_big:
+            result.phase, result.message = "skipped", too_big
+            self.chan.send({"op": "result", "result": result.to_dict()})
+            return
         try:
             ref = Reference(self.spec["problem_path"], self.cfg, self.device)
             outs = [ref.run(ref.inputs(ref.seeds["trials"] + i)) for i in range(2)]
