@@ -205,10 +205,12 @@ def degenerate_reason(ref_outs: list, tol: float) -> str | None:
 LEVELS = ("tf32", "fp16", "bf16")      # from the most precise down; each is skipped where it costs nothing
 
 
-def reduced_precision_errors(model, inputs, oracle, device: str) -> dict[str, float]:
+def reduced_precision_errors(model, inputs, oracle, device: str, copies: dict | None = None) -> dict[str, float]:
     """{level: ||reference at that level - fp64|| / ||fp64||} for the levels this device has; a level the
-    reference cannot run at (an op without a half kernel, overflow to inf) is left out."""
+    reference cannot run at (an op without a half kernel, overflow to inf) is left out. `copies` keeps the
+    half-precision copies of the model between calls (one per problem, not one per trial)."""
     import copy
+    copies = {} if copies is None else copies
     levels = {}
     for level in LEVELS:
         if level == "tf32" and device != "cuda":
@@ -224,7 +226,9 @@ def reduced_precision_errors(model, inputs, oracle, device: str) -> dict[str, fl
                         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
                 else:
                     dt = torch.float16 if level == "fp16" else torch.bfloat16
-                    low = copy.deepcopy(model).to(dt)
+                    if dt not in copies:
+                        copies[dt] = copy.deepcopy(model).to(dt)
+                    low = copies[dt]
                     out = low(*[x.to(dt) if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x
                                 for x in inputs])
                     out = type(out)(o.float() for o in out) if isinstance(out, (list, tuple)) else out.float()

@@ -1,7 +1,7 @@
 """Print a KBENCH_TRACE file as a timeline: seconds since the first mark, the gap since the previous mark of
 the same process, pid, role, event.
 
-    KBENCH_TRACE=/tmp/t.txt kbench check level1/6_GELU; python3 scripts/trace_summary.py /tmp/t.txt
+    KBENCH_TRACE=trace.txt kbench check level1/6_GELU; python3 scripts/trace_summary.py trace.txt
 """
 from __future__ import annotations
 

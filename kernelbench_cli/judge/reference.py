@@ -84,14 +84,14 @@ class Reference:
         """Inputs, reference output and float64 oracle of every trial: once per problem and seed."""
         if self._trials is None:
             start = time.perf_counter()
-            trials, oracle_s = [], 0.0
+            trials, oracle_s, low_copies = [], 0.0, {}
             for i in range(self.cfg.trials):
                 try:
                     inputs = self.inputs(self.seeds["trials"] + i)
                     out = self.run(inputs)
                     t0 = time.perf_counter()
                     oracle = oracle_outputs(self.model, inputs, out)
-                    levels = reduced_precision_errors(self.model, inputs, oracle, self.device) \
+                    levels = reduced_precision_errors(self.model, inputs, oracle, self.device, low_copies) \
                         if oracle is not None and self.dtype == torch.float32 else {}
                     oracle_s += time.perf_counter() - t0
                 except Exception as e:

@@ -111,11 +111,11 @@ class JudgeClient:
         self.chan.close()
 
 
-def recorded(job: Job, cfg, device: str, env: dict, tag: str) -> Result | None:
+def recorded(job: Job, cfg, device: str, env: dict, tag: str, key: str | None = None) -> Result | None:
     """The build Result of a candidate built before (unchanged, its extensions still in the cache), with no
-    build process started; None if it must be built."""
+    build process started; None if it must be built. `key`: its record key, if the caller has it."""
     start = time.perf_counter()
-    info = recorded_build(cache_dir(cfg), record_key(job.candidate.path, device, env))
+    info = recorded_build(cache_dir(cfg), key or record_key(job.candidate.path, device, env))
     if info is None:
         return None
     trace.mark("parent", f"build {tag}: recorded")
@@ -126,13 +126,12 @@ def recorded(job: Job, cfg, device: str, env: dict, tag: str) -> Result | None:
 def build(job: Job, cfg, device: str, env: dict, logs: Path, tag: str) -> Result:
     """Import the candidate once with load_inline compiling into the cache, in an untrusted build process
     (scrubbed environment, own working directory, no capabilities, its own process group)."""
-    hit = recorded(job, cfg, device, env, tag)
+    key = record_key(job.candidate.path, device, env)
+    hit = recorded(job, cfg, device, env, tag, key)
     if hit is not None:
         return hit
     logs.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    root = cache_dir(cfg)
-    key = record_key(job.candidate.path, device, env)
     proc = CandidateProcess(device, logs / f"{tag}.log", mode="build", extra_env=env, new_group=True)
     lifecycle.register(proc.pid)
     result = job.result(cfg, device, phase="build")
@@ -160,7 +159,7 @@ def build(job: Job, cfg, device: str, env: dict, logs: Path, tag: str) -> Result
         lifecycle.release(proc.pid)
     trace.mark("parent", f"build {tag}: {result.status}")
     if result.status == R.OK:
-        record_build(root, key, dataclasses.asdict(result.build))
+        record_build(cache_dir(cfg), key, dataclasses.asdict(result.build))
     result.stderr_tail = log_tail(proc.log_path)
     result.build.seconds = result.build.seconds or round(time.perf_counter() - start, 3)
     result.wall_s = round(time.perf_counter() - start, 3)
