@@ -89,7 +89,7 @@ def cache_dir(cfg) -> str:
 
 # --- build records: the parent skips the build process for a candidate built before ---------------------
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".cpp", ".cc", ".c", ".inc", ".ptx")
 
 
@@ -126,6 +126,8 @@ def recorded_build(root: str, key: str | None) -> dict | None:
         exts = info["extensions"]
         if not all((Path(root) / f"{x['name']}-{x['key']}" / "kbench.ok").exists() for x in exts):
             return None
+        if any(_digest(path) != digest for path, digest in info["sources"].items()):
+            return None       # a file the candidate's import read has changed since (or is gone)
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return {"status": "cached" if exts else "none", "seconds": 0.0, "log": "",
@@ -144,7 +146,16 @@ def record_build(root: str, key: str | None, build: dict) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
         with os.fdopen(fd, "w") as f:
-            json.dump({"extensions": build.get("extensions", [])}, f)
+            json.dump({"extensions": build.get("extensions", []),
+                       "sources": {p: _digest(p) for p in build.get("sources", [])}}, f)
         os.replace(tmp, folder / f"{key}.json")
     except OSError:
         pass
+
+
+def _digest(path: str) -> str | None:
+    import hashlib
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None

@@ -30,9 +30,9 @@ class TimingConfig:
     ci_target: float = 0.01        # stop once the 95% CI half-width of the speedup is under this (relative)
     budget_s: float = 20.0         # per job timing budget; stop when spent even if the CI is wider
     l2_flush: bool = True          # overwrite a buffer of 2x the L2 before each sample (cold-cache timing)
-    input_sets: int = 3            # timing pool: every timed call gets one of these, rolled by a secret offset
+    input_sets: int = 3            # timing pool: every timed call gets one, its elements permuted afresh (sides.py)
     bootstrap: int = 2000          # bootstrap resamples for the CI
-    profile: bool = True           # CUDA: profile one call for the custom-kernel share (~3 s: CUPTI start-up)
+    profile: bool = True           # profile one call: the share of time in the candidate's own code (library-heavy)
 
 
 @dataclass
@@ -85,6 +85,10 @@ class Config:
     #                                of the reference (its compile time is excluded and reported)
     precision_factor: float = 4.0  # a candidate within this many times the reference's fp64-oracle error
     #                                is fp32 class whatever the reduced-precision costs (correctness.py); 0 = off
+    precision_allowed: str = _choice("fp32", "fp32", "tf32", "fp16", "bf16")   # the lowest precision class that
+    #                                is not a `precision` error; a problem's PRECISION_ALLOWED overrides
+    custom_share: float = 0.5      # below this share of the time in the candidate's own code: library-heavy
+    #                                (an error); a problem's CUSTOM_SHARE overrides (0 = library calls allowed)
     timing: TimingConfig = field(default_factory=TimingConfig)
     build: BuildConfig = field(default_factory=BuildConfig)
     timeouts: Timeouts = field(default_factory=Timeouts)
@@ -158,6 +162,8 @@ def _validate(cfg: Config, where: str) -> None:
                          "input_sets >= 1")
     if not 0 < cfg.compare.tau < 1 or cfg.compare.rerun_rounds_factor < 1:
         raise InputError(f"{where}: compare: need 0 < tau < 1 and rerun_rounds_factor >= 1")
+    if not 0 <= cfg.custom_share <= 1:
+        raise InputError(f"{where}: custom_share: must be between 0 and 1, got {cfg.custom_share}")
     if cfg.executor.workers < 1:
         raise InputError(f"{where}: executor.workers: must be >= 1, got {cfg.executor.workers}")
 

@@ -44,7 +44,10 @@ REGISTRY: dict[str, Check] = {
                                        "or do the FLOPs the problem needs"),
     "suspicious-speed": Check("warning", "(CPU) under a roofline floor measured on a shared machine: worth a look "
                                          "at what it skips"),
-    "library-heavy": Check("warning", "most GPU time in library kernels (aten, cuBLAS, cuDNN), not the candidate's"),
+    "library-heavy": Check("error", "most of the time in library code (aten, cuBLAS, cuDNN, MKL/oneDNN), not the "
+                                    "candidate's: a thin wrapper around torch, an identity kernel after torch"),
+    "unattributed": Check("warning", "the profiler failed in the candidate process, so library-heavy could not be "
+                                     "judged (a candidate breaking it evades only the attribution, not the ablation)"),
     # static (AST) rules
     "exception-handler": Check("warning", "try/except around the forward: a silent fallback path"),
     "thread-or-stream": Check("warning", "creating threads, processes or CUDA streams"),
@@ -240,7 +243,15 @@ def check_speed(speedup: float | None, floor_ms: float | None = None, cand_ms: f
     return None
 
 
-LIBRARY_SHARE_WARN = 0.5
+def check_custom_share(share: float | None, minimum: float, device: str, top: str) -> Flag | None:
+    """Attribution (candidate/attribution.py): under `minimum` of the time in the candidate's own code. A
+    candidate that passes it spends at least as long in its own code as in library calls, so whatever it
+    hands to a library buys it at most half the library's speed."""
+    if share is None or share < 0 or share >= minimum:
+        return None
+    where = "GPU time in its own kernels" if device == "cuda" else "CPU time outside library (aten) calls"
+    return flag("library-heavy", f"{share:.0%} of {where} (minimum {minimum:.0%}: custom_share in the config, "
+                                 f"CUSTOM_SHARE in the problem); top: {top}")
 
 
 # Attribute macros that may sit between __global__ and the kernel's name, each with a parenthesised argument.
@@ -254,43 +265,3 @@ def kernel_names(cuda_sources: list[str]) -> set[str]:
         src = _KERNEL_ATTRS.sub(" ", src)
         names.update(m.group(1) for m in re.finditer(r"__global__\b[^;{()]*?\b(\w+)\s*\(", src))
     return names
-
-
-def custom_kernel_share(fn, args, names: set[str]) -> tuple[float | None, str]:
-    """Profile one call; (share of GPU kernel time in the candidate's own kernels, top kernels summary).
-    First with torch.autograd.profiler: torch.profiler.profile's start probes `hasattr(torch, "_inductor")`,
-    which imports torch._inductor and torch._dynamo (2.6 s on the CI box, ~4 s on the H200). If that sees no
-    kernel, torch.profiler.profile once more (the summary says so)."""
-    import torch
-    try:
-        with torch.autograd.profiler.profile(use_cpu=False, use_device="cuda", use_kineto=True) as prof:
-            fn(*args)
-            torch.cuda.synchronize()
-        share, top = _kernel_share(prof.function_events, names)
-    except RuntimeError as e:
-        share, top = None, f"autograd profiler: {e}"[:120]
-    if share is None:
-        from torch.profiler import ProfilerActivity, profile
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            fn(*args)
-            torch.cuda.synchronize()
-        share, top = _kernel_share(prof.events(), names)
-        top = f"{top} (torch.profiler)"
-    return share, top
-
-
-def _kernel_share(events, names: set[str]) -> tuple[float | None, str]:
-    import torch
-    total, custom, per = 0.0, 0.0, {}
-    for evt in events:
-        if evt.device_type != torch.autograd.DeviceType.CUDA:
-            continue
-        t = evt.device_time_total if hasattr(evt, "device_time_total") else evt.cuda_time_total
-        if t <= 0 or evt.name.startswith(("Memcpy", "Memset")):
-            continue
-        total += t
-        per[evt.name] = per.get(evt.name, 0.0) + t
-        if any(n in evt.name for n in names):
-            custom += t
-    top = ", ".join(f"{k[:40]} {v / total:.0%}" for k, v in sorted(per.items(), key=lambda kv: -kv[1])[:3]) if total else ""
-    return (custom / total if total else None), top

@@ -45,6 +45,7 @@ class BuildInfo:
     seconds: float = 0.0
     extensions: list = field(default_factory=list)   # [{"name", "key", "functions", "backend", "cached"}]
     log: str = ""               # compiler output tail, kept on failure (or when build.verbose)
+    sources: list = field(default_factory=list)      # files the candidate's import read (build records check them)
 
 
 @dataclass
@@ -103,9 +104,11 @@ class Result:
     correctness: Correctness = field(default_factory=Correctness)
     timing: Timing = field(default_factory=Timing)
     flags: list = field(default_factory=list)            # [Flag]
-    custom_share: float | None = None   # CUDA: share of the forward's GPU kernel time in the candidate's kernels
+    custom_share: float | None = None   # share of a call's time in the candidate's own code (GPU kernels; CPU: outside aten)
+    custom_share_top: str = ""          # the largest entries of that profile
     roofline: dict = field(default_factory=dict)   # flops, bytes, floor_ms, bound, sol (floor / candidate time)
-    baselines: dict = field(default_factory=dict)  # "compile": {compile_s, ref_ms, cand_ms, speedup, ci_low, ci_high}
+    baselines: dict = field(default_factory=dict)  # "compile": {compile_s, ref_ms, cand_ms, speedup, ci_low, ci_high};
+    #                                "precision": the same against the reference at the candidate's precision class
     env: dict = field(default_factory=dict)              # gpu, torch, cuda versions, sandbox
     seeds: dict = field(default_factory=dict)            # source (secret | config), init, trials, timing: replay
     phases: dict = field(default_factory=dict)           # seconds per phase: start_s, load_s, correctness_s, ...

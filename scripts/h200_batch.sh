@@ -18,7 +18,7 @@
 # device returns at most 8 files).
 set -uo pipefail
 OUT=${OUT:-$(mktemp -d)}; ART=$OUT/art; mkdir -p "$ART"
-export PYTHONUNBUFFERED=1 PYTHONPATH=. KBENCH_CACHE_DIR=$PWD/.kbench-cache COLUMNS=170
+export PYTHONUNBUFFERED=1 PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} KBENCH_CACHE_DIR=$PWD/.kbench-cache COLUMNS=170
 STEPS=${1:-env,build,calibrate,bench}; shift || true
 RUNS=$PWD/.kbench-runs
 CEIL="--set paths.ceilings=$PWD/.kbench-ceilings"
@@ -45,7 +45,7 @@ if has build; then
   timed kb build --all --out "$RUNS" --set build.jobs="$(nproc)" | tail -8
 fi
 if has gputests; then
-  CUDA_VISIBLE_DEVICES=0 timed python3 -m pytest -m gpu -q -x tests/test_gpu.py > "$ART/pytest_gpu.txt" 2>&1
+  CUDA_VISIBLE_DEVICES=0 timed python3 -m pytest -m gpu -q tests/test_gpu.py > "$ART/pytest_gpu.txt" 2>&1
   tail -40 "$ART/pytest_gpu.txt"
 fi
 if has calibrate; then

@@ -33,9 +33,17 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "late_native_thread": ("incorrect", {"background-thread"}),
     "native_spinner": ("integrity", {"background-thread"}),
     "gc_sabotage_config": ("integrity", {"precision"}),
+    # verdicts v2 (issue 16): attribution, the ablation's out-parameters, timed calls that are checked calls
+    "aten_wrapper": ("integrity", {"library-heavy"}),
+    "identity_after_torch": ("integrity", {"library-heavy"}),
+    "inplace_noop": ("integrity", {"no-custom-kernel"}),
+    "call_count_stale": ("integrity", {"cached-result"}),
+    "pool_prefix": ("integrity", {"cached-result"}),
 }
-HARMLESS = ("set_threads", "gc_sabotage_reference", "forge_results", "env_secret")   # must pass like `honest`
-HONEST_TWINS = ("naive_sum",)   # honest fp32 with another summation order: no flag at all (issue 16)
+HARMLESS = ("set_threads", "gc_sabotage_reference", "forge_results", "env_secret",   # must pass like `honest`
+            "state_probe")
+HONEST_TWINS = ("naive_sum",    # honest fp32 with another summation order: no flag at all (issue 16)
+                "out_param")    # honest out= kernel: its result is an argument, and the ablation sees it
 SECRET = "kbench-test-secret-4f1c"      # env_secret.py answers wrong if it can read this anywhere
 
 
@@ -48,7 +56,8 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
     for name, (status, flags) in EXPECTED.items():
         r = got[name]
         raised = {f["name"] for f in r["flags"]}
-        assert r["status"] == status, f"{name}: {r['status']} {r['message']}"
+        assert r["status"] == status, f"{name}: {r['status']} {r['message']} (custom share {r['custom_share']}: " \
+                                      f"{r['custom_share_top']}; ablation: {r['correctness']['ablation']})"
         assert flags <= raised, f"{name}: expected {flags}, raised {raised}"
     # pointer caching: caught either by the timed-buffer re-check or, if a trial reuses a freed address,
     # by the trials themselves; never passes

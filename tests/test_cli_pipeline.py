@@ -24,7 +24,7 @@ def test_mixed_batch_reports_every_failure_class_and_finishes_the_rest(kbench):
     assert ok["correctness"]["max_abs_err"] == 0.0
     assert ok["timing"]["speedup"] > 0 and ok["timing"]["cand_ms"] > 0
     assert ok["build"]["status"] in ("built", "cached")
-    assert ok["build"]["extensions"][0]["functions"][:3] == ["add_relu", "add_relu_wrong", "add_relu_segfault"]
+    assert {"add_relu", "add_relu_wrong", "add_relu_segfault"} <= set(ok["build"]["extensions"][0]["functions"])
 
     wrong = got["wrong"]
     assert wrong["correctness"]["passed"] == 0

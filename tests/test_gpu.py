@@ -26,10 +26,13 @@ def test_cuda_batch_failures_and_exploits(kbench):
     assert late["status"] in ("integrity", "incorrect") and (
         "late-work" in {f["name"] for f in late["flags"]} or late["status"] == "incorrect"), late
     assert got["empty_output"]["status"] == "incorrect"
+    wrapper = got["aten_wrapper"]       # no kernel of its own: attribution, not the ablation, catches it
+    assert wrapper["status"] == "integrity" and "library-heavy" in {f["name"] for f in wrapper["flags"]}, brief(wrapper)
+    assert wrapper["custom_share"] is not None and wrapper["custom_share"] < 0.1, brief(wrapper)
     assert ok_sandboxed(got["correct"])
     ok = got["correct"]
     assert ok["timing"]["clock"] == "cuda-events" and ok["timing"]["speedup"] > 0
-    assert ok["custom_share"] is not None and ok["custom_share"] > 0.9
+    assert ok["custom_share"] is not None and ok["custom_share"] > 0.9, brief(ok)
     assert ok["env"]["gpu"] and ok["env"]["arch_list"] == ok["env"]["sm"]
     assert code == 1
 
@@ -41,6 +44,29 @@ def test_an_event_clock_lie_on_a_short_kernel_is_caught(kbench):
                             FIXTURES / "cuda_kernels" / "cpu" / "1_Add_ReLU" / "event_clock.py", *CUDA_FIXTURES)
     clock = doc["results"][0]
     assert clock["status"] == "integrity" and "timer-tampered" in {f["name"] for f in clock["flags"]}, clock
+
+
+def test_tf32_from_cpp_is_flagged_and_compared_at_its_precision(kbench):
+    """Issue 16: TF32 switched on for cuBLAS from C++ is tf32 class (a precision error) and library-heavy; its
+    speedup against eager with TF32 on is ~1x, where against fp32 eager it looks several times faster."""
+    code, doc = kbench.json("check", "level2/56_Matmul_Sigmoid_Sum", "--device", "cuda", "--kernel",
+                            FIXTURES / "cuda_kernels" / "level2" / "56_Matmul_Sigmoid_Sum" / "tf32_cublas.py",
+                            "--config", ROOT / "configs" / "quick.yaml", "--set", "timeouts.run_s=300", timeout=900)
+    r = doc["results"][0]
+    names = {f["name"] for f in r["flags"]}
+    assert r["status"] == "integrity" and {"precision", "library-heavy"} <= names, brief(r)
+    assert r["correctness"]["precision_class"] == "tf32", brief(r)
+    at = r["baselines"]["precision"]
+    assert at["precision"] == "tf32" and 0.5 < at["speedup"] < 2.0, at
+    assert r["timing"]["speedup"] > 2 * at["speedup"], (r["timing"]["speedup"], at)
+    assert code == 1
+
+
+def brief(r) -> dict:
+    """What a failed assertion should print of a result (the whole record is cut short by pytest)."""
+    return {k: r.get(k) for k in ("candidate", "status", "message", "custom_share", "custom_share_top")} | {
+        "flags": [f["name"] for f in r["flags"]], "ablation": r["correctness"]["ablation"],
+        "precision": r["correctness"]["precision_class"], "baselines": r["baselines"]}
 
 
 def ok_sandboxed(r) -> bool:
@@ -56,6 +82,11 @@ def test_every_bundled_cuda_candidate_passes_with_no_flag_and_is_witnessed(kbenc
            for r in doc["results"] if r["status"] != "ok" or r["flags"]}
     assert not bad, bad
     assert all(ok_sandboxed(r) for r in doc["results"])
+    assert all(r["correctness"]["precision_class"] == "fp32" for r in doc["results"]
+               if r["dtype"] == "float32" and r["correctness"]["precision_class"]), \
+        {r["candidate"]: r["correctness"]["precision_class"] for r in doc["results"]}
+    assert all(r["custom_share"] is not None and r["custom_share"] >= 0.5 for r in doc["results"]), \
+        {r["candidate"]: (r["custom_share"], r["custom_share_top"]) for r in doc["results"]}
     assert code == 0
 
 

@@ -70,7 +70,9 @@ def import_candidate(path: str, cache_dir: str, verbose: bool, compile: bool):
 class Server:
     def __init__(self, chan: Channel):
         import torch
-        self.torch, self.chan = torch, chan
+
+        from . import attribution        # its profiler entry points are bound now, before any candidate code
+        self.torch, self.chan, self.attribution = torch, chan, attribution
         self.device = os.environ.get("KBENCH_DEVICE", "cpu")
         self.model = self.interceptor = self.flush = None
         self.last: dict = {}
@@ -84,6 +86,10 @@ class Server:
             a = torch.randn(256, 256, device="cuda")
             (a @ a).sum().item()                    # context, cuBLAS handle and workspace: off the clock
             torch.cuda.synchronize()
+            try:
+                self.attribution.warm_up(self.device)   # CUPTI, while this process may still open files
+            except Exception as e:
+                print(f"kbench: profiler warm-up failed: {one_line(e)}", file=sys.stderr)
         torch.ones(1 << 20).mul_(2).sum()           # the intra-op thread pool, before the thread baseline
 
     def serve(self) -> None:
@@ -248,13 +254,11 @@ class Server:
             self.interceptor.ablation["on"] = False
 
     def op_profile(self, msg, fds) -> Reply:
-        from ..integrity import custom_kernel_share
+        """One call on lane 0, profiled: the share of its time in the candidate's own code (attribution.py)."""
         names = {k for ext in (self.interceptor.extensions if self.interceptor else []) for k in ext.get("kernels", [])}
-        if self.device != "cuda" or not names:
-            return Reply(op="profiled")
         try:
             with self.torch.no_grad():
-                share, top = custom_kernel_share(self.model, self.inputs, names)
+                share, top = self.attribution.custom_share(self.model, self.inputs, self.device, names)
         except Exception as e:     # the profiler needs what the sandbox may refuse: no share, not a failure
             return Reply(op="profiled", top=f"profiler unavailable: {one_line(e)}")
         return Reply(op="profiled", custom_share=-1.0 if share is None else share, top=top)
@@ -282,6 +286,21 @@ def run_main() -> int:
     return 0
 
 
+def read_sources(opened: set, cache_dir: str) -> list[str]:
+    """The files the candidate's import read (by Python's audit hook), minus the interpreter's and torch's own
+    files and the build cache: what a build record must check is unchanged (a candidate may load its
+    sources from anywhere, e.g. a shared .cu two folders up)."""
+    skip = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                                        os.path.expanduser(cache_dir), "/proc", "/sys", "/dev")}
+                 | {os.path.realpath(p) + os.sep for p in sys.path if "-packages" in p})
+    out = []
+    for p in opened:
+        real = os.path.realpath(p)
+        if not real.startswith(skip) and not real.endswith(".pyc") and os.path.isfile(real):
+            out.append(real)
+    return sorted(out)
+
+
 def build_main() -> int:
     """Import the candidate with load_inline compiling into the cache; report the BuildInfo."""
     sandbox.tie_to_parent(int(os.environ.get("KBENCH_PARENT_PID", "0")) or None)
@@ -289,9 +308,13 @@ def build_main() -> int:
     faulthandler.enable()
     chan = Channel.from_fd(int(os.environ["KBENCH_FD"]))
     msg, _ = chan.recv()
+    opened: set = set()
+    sys.addaudithook(lambda event, args: opened.add(os.path.abspath(args[0]))
+                     if event == "open" and isinstance(args[0], str) else None)
     _, build, failure, _ = import_candidate(msg["candidate_path"], msg["cache_dir"], msg.get("verbose", False),
                                             compile=True)
     reply = failure or Reply(op="built")
+    build["sources"] = read_sources(opened, msg["cache_dir"])
     reply.build = build
     chan.send(reply)
     return 0

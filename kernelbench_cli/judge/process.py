@@ -100,7 +100,7 @@ class Judge:
                 self.spare.kill()
                 return
             self.spare.go()
-        ref = error = None
+        ref = error = dead = None
         try:
             ref = Reference(self.spec["problem_path"], self.cfg, self.device)
             trace.mark("judge", "reference built")
@@ -122,6 +122,9 @@ class Judge:
                 self.chan.send({"op": "result", "result": self.failed(R.PROBLEM_ERROR, error, job).to_dict()})
                 continue
             started = time.perf_counter()
+            if dead is not None:        # the last job's candidate: gone, but its teardown must end first
+                dead.reap()
+                dead = None
             if self.spare is None:
                 self.start_spare()
             cand, self.spare = self.spare, None
@@ -154,7 +157,8 @@ class Judge:
                 traceback.print_exc()
                 result = self.failed(R.CRASH, f"reference process error: {type(e).__name__}: {e}"[:300], job)
             finally:
-                cand.kill()
+                cand.kill(wait=False)   # signalled: its log is final; the result need not wait for its teardown
+                dead = cand
                 trace.mark("judge", "candidate killed")
                 next_spare()
             result.phases["job_s"] = round(time.perf_counter() - started, 3)
@@ -163,6 +167,8 @@ class Judge:
                 result.stderr_tail += f"\n(candidate log: {log})"
             self.chan.send({"op": "result", "result": result.to_dict()})
             trace.mark("judge", f"job {job['tag']}: result sent")
+        if dead is not None:
+            dead.reap()
         if self.spare is not None:
             self.spare.kill()
 

@@ -10,10 +10,10 @@ import time
 
 import torch
 
-from .. import stats
+from .. import stats, trace
 from ..candidate.loading import import_file
-from ..correctness import (DTYPES, construct, make_inputs, oracle_outputs, reduced_precision_errors, tensors,
-                           tf32_off)
+from ..correctness import (CLASS_RANK, DTYPES, AtLevel, construct, make_inputs, oracle_outputs,
+                           reduced_precision_errors, tensors, tf32_off)
 from ..results import Timing
 from ..timing import measure
 from .sides import Flush, InputFeed, LocalSide
@@ -66,9 +66,18 @@ class Reference:
         except Exception as e:
             raise ProblemFailed(f"{problem_path}: reference failed to build: {type(e).__name__}: {e}") from None
         self.tolerance = problem_tolerance(self.problem, cfg)
+        self.precision_allowed = str(getattr(self.problem, "PRECISION_ALLOWED", cfg.precision_allowed))
+        self.custom_share = getattr(self.problem, "CUSTOM_SHARE", cfg.custom_share)
+        if self.precision_allowed not in CLASS_RANK or self.precision_allowed in ("", "below-bf16"):
+            raise ProblemFailed(f"{problem_path}: PRECISION_ALLOWED = {self.precision_allowed!r}; use one of "
+                                "fp32, tf32, fp16, bf16")
+        if not isinstance(self.custom_share, (int, float)) or not 0 <= self.custom_share <= 1:
+            raise ProblemFailed(f"{problem_path}: CUSTOM_SHARE = {self.custom_share!r}; use a number from 0 to 1")
         self._trials: list[Trial] | None = None
         self._pool = None
-        self._compile: dict | None = None
+        self._variants: dict[str, dict] = {}
+        self._low_copies: dict = {}      # half copies of the model: the fingerprint's and the variants'
+
 
     def inputs(self, seed: int) -> list:
         return make_inputs(self.problem, seed, self.device, self.dtype)
@@ -84,22 +93,28 @@ class Reference:
         """Inputs, reference output and float64 oracle of every trial: once per problem and seed."""
         if self._trials is None:
             start = time.perf_counter()
-            trials, oracle_s, low_copies = [], 0.0, {}
+            trials, spent = [], {"inputs": 0.0, "reference": 0.0, "oracle": 0.0, "reduced": 0.0}
+
+            def step(name, fn, *args):
+                t0 = time.perf_counter()
+                value = fn(*args)
+                spent[name] += time.perf_counter() - t0
+                return value
             for i in range(self.cfg.trials):
                 try:
-                    inputs = self.inputs(self.seeds["trials"] + i)
-                    out = self.run(inputs)
-                    t0 = time.perf_counter()
-                    oracle = oracle_outputs(self.model, inputs, out)
-                    levels = reduced_precision_errors(self.model, inputs, oracle, self.device, low_copies) \
-                        if oracle is not None and self.dtype == torch.float32 else {}
-                    oracle_s += time.perf_counter() - t0
+                    inputs = step("inputs", self.inputs, self.seeds["trials"] + i)
+                    out = step("reference", self.run, inputs)
+                    oracle = step("oracle", oracle_outputs, self.model, inputs, out)
+                    levels = step("reduced", reduced_precision_errors, self.model, inputs, oracle, self.device,
+                                  self._low_copies) if oracle is not None and self.dtype == torch.float32 else {}
                 except Exception as e:
                     raise ProblemFailed(f"{self.path}: reference forward failed: {type(e).__name__}: {e}") from None
                 trials.append(Trial(inputs, out, oracle, levels))
             self._trials = trials
+            oracle_s = spent["oracle"] + spent["reduced"]
             self.phases = {"reference_s": round(time.perf_counter() - start - oracle_s, 3),
                            "oracle_s": round(oracle_s, 3)}
+            trace.mark("judge", f"{len(trials)} trials: " + ", ".join(f"{k} {v:.3f} s" for k, v in spent.items()))
         return self._trials
 
     def output_templates(self) -> list:
@@ -110,37 +125,40 @@ class Reference:
         reference outputs, oracles, the timing pool."""
         self.trials()
         self.feed(random.Random(0))
+        trace.mark("judge", "timing pool ready")
 
     def feed(self, rng: random.Random) -> InputFeed:
         if self._pool is None:
             self._pool = [self.inputs(self.seeds["timing"] + i) for i in range(max(1, self.cfg.timing.input_sets))]
         return InputFeed(self._pool, rng)
 
-    def compile_baseline(self, flush: Flush, throttled) -> dict:
-        """torch.compile of the reference against eager, timed once per problem: per job, the speedup over
-        compile is the job's speedup over eager divided by this eager/compile ratio (CI: stats.bootstrap_ratio_ci)."""
-        if self._compile is None:
+    def variant(self, name: str, flush: Flush, throttled) -> dict:
+        """The reference against a variant of itself, timed once per problem: "compile" (torch.compile) or a
+        reduced precision ("tf32", "fp16", "bf16": correctness.AtLevel). Per job, the speedup over the variant
+        is the job's speedup over eager divided by this eager/variant ratio (CI: stats.bootstrap_ratio_ci)."""
+        if name not in self._variants:
             start = time.perf_counter()
-            compiled = torch.compile(self.model)
+            fn = torch.compile(self.model) if name == "compile" else AtLevel(self.model, name, self._low_copies)
             template = self.trials()[0].inputs
             with torch.no_grad(), tf32_off():
-                compiled(*template)
+                fn(*template)
                 if self.device == "cuda":
                     torch.cuda.synchronize()
-                compile_s = time.perf_counter() - start
+                ready_s = time.perf_counter() - start
                 rng = random.Random(self.seeds["timing"] ^ 0x5EED)
                 eager = LocalSide(self.model, self.feed(rng), template, self.device, flush)
-                comp = LocalSide(compiled, self.feed(rng), template, self.device, flush)
-                t: Timing = measure(eager, comp, self.cfg.timing, throttled)
-            self._compile = {"compile_s": round(compile_s, 2), "ref_ms": t.cand_ms, "eager_ms": t.ref_ms,
-                             "ratios": [a / b for a, b in zip(t.ref_rounds_ms, t.cand_rounds_ms)],
-                             "seconds": round(time.perf_counter() - start, 2)}
-        return self._compile
+                other = LocalSide(fn, self.feed(rng), template, self.device, flush)
+                t: Timing = measure(eager, other, self.cfg.timing, throttled)
+            self._variants[name] = {"ready_s": round(ready_s, 2), "ref_ms": t.cand_ms, "eager_ms": t.ref_ms,
+                                    "ratios": [a / b for a, b in zip(t.ref_rounds_ms, t.cand_rounds_ms)],
+                                    "seconds": round(time.perf_counter() - start, 2)}
+        return self._variants[name]
 
-    def versus_compile(self, timing: Timing, flush: Flush, throttled) -> dict:
-        base = self.compile_baseline(flush, throttled)
+    def versus(self, name: str, timing: Timing, flush: Flush, throttled) -> dict:
+        base = self.variant(name, flush, throttled)
         ratios = [a / b for a, b in zip(timing.ref_rounds_ms, timing.cand_rounds_ms)]
         lo, hi = stats.bootstrap_ratio_ci(ratios, base["ratios"], self.cfg.timing.bootstrap)
-        return {"compile_s": base["compile_s"], "ref_ms": base["ref_ms"], "cand_ms": timing.cand_ms,
-                "speedup": timing.speedup / stats.geomean(base["ratios"]), "ci_low": lo, "ci_high": hi,
-                "rounds": len(base["ratios"])}
+        out = {"ref_ms": base["ref_ms"], "cand_ms": timing.cand_ms, "speedup": timing.speedup / stats.geomean(base["ratios"]),
+               "ci_low": lo, "ci_high": hi, "rounds": len(base["ratios"])}
+        out["compile_s" if name == "compile" else "precision"] = base["ready_s"] if name == "compile" else name
+        return out

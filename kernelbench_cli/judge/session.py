@@ -24,6 +24,7 @@ from ..environment import Nvml, environment
 from ..results import BuildInfo, Correctness, Result
 from ..timing import measure
 from .handle import CandidateFailed, CandidateProcess
+from . import evidence
 from .reference import Reference
 from .sides import DeviceProbe, Flush, LocalSide, RemoteSide
 
@@ -252,7 +253,8 @@ class Session:
                     worst = (key, er, ec, cls, trial.levels)
         if worst is not None:
             _, c.oracle_err_ref, c.oracle_err_cand, c.precision_class, c.precision_levels = worst
-        self.flags.add(precision_flag(c, ref.dtype, self.cfg.precision_factor))
+        if c.passed == c.trials:      # a wrong answer is incorrect; its precision class says nothing more
+            self.flags.add(precision_flag(c, ref.dtype, self.cfg.precision_factor, ref.precision_allowed))
         self.flags.add(self.late_work())
         self.phase("correctness_s", t)
 
@@ -308,56 +310,19 @@ class Session:
         self.roofline()
         if "compile" in cfg.baselines:
             t = time.perf_counter()
-            r.baselines["compile"] = ref.versus_compile(timing, self.flush, throttled)
+            r.baselines["compile"] = ref.versus("compile", timing, self.flush, throttled)
             self.phase("compile_s", t)
+        evidence.versus_precision(self, timing, throttled)
         self.after_timed()
-        if not self.ablation():
+        if not evidence.ablation(self):
             return                  # the candidate process broke under the ablation: nothing more to ask it
-        if self.device == "cuda" and cfg.timing.profile:
+        if cfg.timing.profile:
             t = time.perf_counter()
-            prof, _ = self.cand.call({"op": "profile"}, self.call_timeout(), "profiling", expect="profiled")
-            if prof.custom_share >= 0:
-                r.custom_share = prof.custom_share
-                if prof.custom_share < integrity.LIBRARY_SHARE_WARN:
-                    self.flags.add(integrity.flag("library-heavy", f"{prof.custom_share:.0%} of GPU time in the "
-                                                                   f"candidate's own kernels; top: {prof.top}"))
+            evidence.attribution(self)
             self.phase("profile_s", t)
         if nvml:
             r.env["gpu_after"] = nvml.state()
         self.flags.add(integrity.check_speed(timing.speedup, r.roofline.get("floor_ms"), timing.cand_ms, self.device))
-
-    def ablation(self) -> bool:
-        """Custom work, proved causally: one call with every compiled function's result replaced by noise
-        (candidate/loading.py). If the output is still right, the compiled code did not compute it:
-        no-custom-kernel, however many calls it made. False if the candidate process did not survive it."""
-        c = self.result.correctness
-        if self.job.get("aa_calibration"):
-            return True
-        trial = self.ref.trials()[0]
-        for slot, x in zip(self.in_slots.tensors, tensors(trial.inputs)):
-            slot.copy_(x)
-        synchronize(self.device)
-        try:
-            reply, _ = self.cand.call({"op": "ablate"}, self.call_timeout(), "ablation")
-        except CandidateFailed as e:      # noise made it raise or crash: its compiled results mattered
-            c.ablation = f"output changed (the forward failed on noise: {e.status})"
-            return e.status != "timeout" and self.cand.alive()
-        if not reply.each:
-            c.ablation = "not run: no compiled function"
-            return True
-        out = self.fetch(reply)
-        if isinstance(out, str):
-            c.ablation = "output changed"
-            return True
-        out = out[0] if isinstance(trial.ref_out, torch.Tensor) else out
-        if judge(self.ref.model, trial.inputs, trial.ref_out, out, self.ref.tolerance, trial.oracle)["reason"] is None:
-            c.ablation = "output unchanged"
-            self.flags.add(integrity.flag("no-custom-kernel", "with every compiled function's result replaced by noise "
-                                                              "the output was still correct: the compiled code does not "
-                                                              "compute it"))
-        else:
-            c.ablation = "output changed"
-        return True
 
     def late_work(self):
         p = self.probe

@@ -2,12 +2,13 @@
 timed call, the L2 flush, and (CUDA) the probe that tells whether the device is idle.
 
 Fresh inputs: a pool of input sets drawn from a secret seed; every timed call gets one of them, chosen
-at random, with each floating tensor rolled by a random offset over its flattened elements. No call sees
-contents it has seen before, and nothing in the harness's rule lets a candidate predict the next ones.
-Integer and bool inputs (indices, masks) are kept as they are.
+at random, with each floating tensor's elements permuted by a fresh secret affine map (InputFeed). No call
+sees contents it has seen before, and nothing in the harness's rule lets a candidate predict the next ones
+or reuse work done on earlier ones.
 """
 from __future__ import annotations
 
+import math
 import random
 import time
 
@@ -23,18 +24,42 @@ PROBE_BUSY_NOISE = 4.0       # ...and than this many robust standard deviations 
 
 
 class InputFeed:
+    """Every timed call's floating inputs: a pool set (drawn from a secret seed) with its elements permuted by
+    a fresh affine map i -> (a*i + b) mod n, a and b drawn in secret per call and per tensor (a coprime to n,
+    at least sqrt(n) from 0 and n). A roll (a = 1) kept contiguous runs of the pool together, so a candidate
+    holding prefix sums of the pool could answer a row reduction from two lookups per row; under a fresh
+    multiplier, any contiguous window maps to a progression whose step it has never seen, and precomputing
+    for it costs as much as the honest call. The values are the pool's (same distribution); integer and bool
+    inputs (indices, masks) are kept as they are."""
+
     def __init__(self, pool: list[list], rng: random.Random):
         self.pool, self.rng = pool, rng
+        self._index: dict = {}       # (n, device) -> (arange, scratch): no allocation per call
+
+    def multiplier(self, n: int) -> int:
+        lo = max(2, math.isqrt(n))
+        if n - lo <= lo:             # tiny tensors: any unit but 1 (there are few maps; there is little to cache)
+            units = [a for a in range(2, n) if math.gcd(a, n) == 1]
+            return self.rng.choice(units) if units else 1
+        while True:
+            a = self.rng.randrange(lo, n - lo)
+            if math.gcd(a, n) == 1:
+                return a
 
     def fill(self, dst: list) -> None:
         """Write fresh contents into the tensors `dst` (shaped like a pool set)."""
         src = self.pool[self.rng.randrange(len(self.pool))]
-        shift = self.rng.randrange(1 << 30)
         for d, s in zip(tensors(dst), tensors(src)):
-            if s.is_floating_point() and s.numel() > 1:
-                d.copy_(s.reshape(-1).roll(shift % s.numel()).view(s.shape))
-            else:
+            n = s.numel()
+            if not s.is_floating_point() or n < 2:
                 d.copy_(s)
+                continue
+            key = (n, s.device)
+            if key not in self._index:
+                self._index[key] = (torch.arange(n, device=s.device), torch.empty(n, dtype=torch.int64, device=s.device))
+            arange, idx = self._index[key]
+            idx.copy_(arange).mul_(self.multiplier(n)).add_(self.rng.randrange(n)).remainder_(n)
+            torch.index_select(s.reshape(-1), 0, idx, out=d.view(-1))
 
 
 class Flush:

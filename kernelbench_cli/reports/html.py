@@ -1,11 +1,9 @@
 """The HTML report: one self-contained page per run (or per comparison of two runs), plots inlined as SVG.
 
 `kbench report RUN` re-renders a saved run's terminal tables (report.render); `--html FILE` (also on
-`kbench bench`) writes a page with the summary, a speedup chart with CI bars, a roofline-style chart and one
-section per job (verdict, flags, errors, per-round timings, compiler log). `kbench report BASE NEW` compares
-two runs job by job. The page needs no network: no scripts, no stylesheets or fonts from elsewhere; every
-plot is a matplotlib figure (Agg backend, no display) saved as SVG and pasted inline.
-The plots, the roofline among them, are charts.py's.
+`kbench bench`) writes a page with the summary, a speedup chart, a roofline chart and one section per job
+(verdict, flags explained, errors, per-round timings, compiler log); `kbench report BASE NEW` compares two
+runs job by job. Self-contained: every plot is an inline SVG from charts.py, no scripts or remote styles.
 """
 from __future__ import annotations
 
@@ -23,8 +21,7 @@ from .. import stats
 from ..errors import InputError
 from .terminal import fmt_time, render, summary_line
 from ..results import Result, load_results, resolve_run
-from .charts import (CHANGE_COLOR, FAILED, FASTER, SLOWER, UNSURE, StripPlot, _Plots, _roofline_data,  # noqa: F401
-                          compare_chart, roofline_chart, speedup_chart)
+from .charts import StripPlot, _Plots, _roofline_data, compare_chart, roofline_chart, speedup_chart  # noqa: F401
 
 FAST_P = (0.0, 0.5, 1.0, 1.5, 2.0)
 STATUS_CLASS = {R.OK: "ok", R.INCORRECT: "bad", R.INTEGRITY: "flag", R.TIMEOUT: "warn"}
@@ -237,9 +234,12 @@ def _optional_timing(r: Result) -> list[tuple[str, str]]:
                                        f"{rf.get('flops', 0):.3g} FLOP, {rf['bytes']:.3g} B)"))
         if t.cand_ms:
             rows.append(("speed of light", f"{rf['floor_ms'] / t.cand_ms:.0%} of the floor"))
-    share = getattr(r, "custom_share", None)
+    share, at = getattr(r, "custom_share", None), (getattr(r, "baselines", None) or {}).get("precision") or {}
     if share is not None:
-        rows.append(("GPU time in own kernels", f"{share:.0%}"))
+        rows.append(("time in own code", f"{share:.0%} ({esc(getattr(r, 'custom_share_top', '') or '-')})"))
+    if at.get("speedup"):
+        rows.append((f"speedup vs reference at {esc(at['precision'])}", f"{at['speedup']:.3f}× [{at['ci_low']:.3f}, "
+                                                                        f"{at['ci_high']:.3f}]"))
     if getattr(t, "handover_ms", None) is not None:
         rows.append(("witness per call", f"{esc(fmt_time(t.cand_host_ms))} (hand-over {esc(fmt_time(t.handover_ms))} "
                                          f"per batch of {t.batch}; {t.checked_calls} timed calls checked)"))

@@ -117,6 +117,12 @@ def notes(r: Result) -> list[str]:
             t.cand_host_ms > HOST_DEVICE_RATIO * t.cand_ms or t.ref_host_ms > HOST_DEVICE_RATIO * t.ref_ms):
         out.append(f"host time per call (synchronised): ref {fmt_time(t.ref_host_ms)}, cand "
                    f"{fmt_time(t.cand_host_ms)} vs device {fmt_time(t.ref_ms)}, {fmt_time(t.cand_ms)}")
+    at = r.baselines.get("precision")
+    if at and at.get("speedup"):
+        out.append(f"computes at {at['precision']}: {at['speedup']:.2f}× against the reference run at {at['precision']} "
+                   f"[{at['ci_low']:.2f}, {at['ci_high']:.2f}], beside {fmt_speedup(r)} against fp32")
+    if r.custom_share is not None and r.custom_share_top:
+        out.append(f"own code {r.custom_share:.0%} of the call's time; largest: {r.custom_share_top}")
     if t.throttled_rounds:
         out.append(f"GPU throttled (power/thermal) in {t.throttled_rounds} round(s): "
                    + ("too few clean rounds, so all were kept (both sides of a round share the cap)"

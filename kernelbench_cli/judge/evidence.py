@@ -1,0 +1,80 @@
+"""What a job's speedup is made of, decided in the reference process after the timed phases:
+- the ablation: custom work proved causally (the compiled functions' results replaced by noise);
+- the attribution: the share of a call's time in the candidate's own code (measured in the candidate
+  process by candidate/attribution.py, judged here against the problem's or the config's minimum);
+- the speedup against the reference run at the candidate's detected precision (a TF32 candidate against
+  eager with TF32 on), beside the speedup against the fp32 reference.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from .. import integrity
+from ..correctness import judge, levels_here, synchronize, tensors
+from .handle import CandidateFailed
+
+
+def ablation(s) -> bool:
+    """One call with every compiled function's result replaced by noise (candidate/loading.py). If the output
+    is still right, the compiled code did not compute it: no-custom-kernel, however many calls it made.
+    False if the candidate process did not survive it."""
+    c = s.result.correctness
+    if s.job.get("aa_calibration"):
+        return True
+    trial = s.ref.trials()[0]
+    for slot, x in zip(s.in_slots.tensors, tensors(trial.inputs)):
+        slot.copy_(x)
+    synchronize(s.device)
+    try:
+        reply, _ = s.cand.call({"op": "ablate"}, s.call_timeout(), "ablation")
+    except CandidateFailed as e:      # noise made it raise or crash: its compiled results mattered
+        c.ablation = f"output changed (the forward failed on noise: {e.status})"
+        return e.status != "timeout" and s.cand.alive()
+    if not reply.each:
+        c.ablation = "not run: no compiled function"
+        return True
+    out = s.fetch(reply)
+    if isinstance(out, str):
+        c.ablation = "output changed"
+        return True
+    out = out[0] if isinstance(trial.ref_out, torch.Tensor) else out
+    if judge(s.ref.model, trial.inputs, trial.ref_out, out, s.ref.tolerance, trial.oracle)["reason"] is None:
+        c.ablation = "output unchanged"
+        s.flags.add(integrity.flag("no-custom-kernel", "with every compiled function's result replaced by noise "
+                                                       "the output was still correct: the compiled code does not "
+                                                       "compute it"))
+    else:
+        c.ablation = "output changed"
+    return True
+
+
+def attribution(s) -> None:
+    """One profiled call (lane 0 holds the ablation's inputs, restored by it); below the minimum share:
+    library-heavy."""
+    if s.job.get("aa_calibration"):
+        return
+    prof, _ = s.cand.call({"op": "profile"}, s.call_timeout(), "profiling", expect="profiled")
+    s.result.custom_share_top = prof.top
+    if prof.custom_share >= 0:
+        s.result.custom_share = prof.custom_share
+        s.flags.add(integrity.check_custom_share(prof.custom_share, s.ref.custom_share, s.device, prof.top))
+    elif s.ref.custom_share > 0:
+        s.flags.add(integrity.flag("unattributed", prof.top or "the candidate process measured no share"))
+
+
+def versus_precision(s, timing, throttled) -> None:
+    """A candidate classed below fp32: its speedup against the reference at that precision too, timed like
+    the compile baseline (once per problem and precision). below-bf16 is compared with the lowest level."""
+    cls = s.result.correctness.precision_class
+    here = [lv for lv in levels_here(s.device) if lv in s.result.correctness.precision_levels]
+    level = cls if cls in here else (here[-1] if cls == "below-bf16" and here else None)
+    if level is None or not timing.speedup:
+        return
+    t = time.perf_counter()
+    try:
+        s.result.baselines["precision"] = s.ref.versus(level, timing, s.flush, throttled)
+    except Exception as e:        # the reference has no kernel at that precision: said, not fatal
+        s.result.baselines["precision"] = {"precision": level, "error": f"{type(e).__name__}: {e}"[:200]}
+    s.phase("precision_s", t)
