@@ -16,6 +16,10 @@ import yaml
 from .errors import InputError
 
 
+GENERALISE_CLASSES = ("values", "special", "edge", "layout", "shapes")   # judge/generalise.py
+GENERALISE_POLICIES = ("error", "warning", "off")
+
+
 def _choice(default, *choices):
     return field(default=default, metadata={"choices": choices})
 
@@ -89,6 +93,9 @@ class Config:
     #                                is not a `precision` error; a problem's PRECISION_ALLOWED overrides
     custom_share: float = 0.5      # below this share of the time in the candidate's own code: library-heavy
     #                                (an error); a problem's CUSTOM_SHARE overrides (0 = library calls allowed)
+    generalise: dict = field(default_factory=lambda: {"values": "error", "special": "error", "edge": "error",
+                                                      "layout": "warning", "shapes": "warning"})
+    #                                per class of generalisation trial: error | warning (specialised) | off
     timing: TimingConfig = field(default_factory=TimingConfig)
     build: BuildConfig = field(default_factory=BuildConfig)
     timeouts: Timeouts = field(default_factory=Timeouts)
@@ -142,6 +149,8 @@ def _apply(obj: Any, data: dict, where: str, prefix: str = "") -> None:
         current = getattr(obj, key)
         if dataclasses.is_dataclass(current):
             _apply(current, value, where, name + ".")
+        elif isinstance(current, dict) and isinstance(value, dict):     # a mapping's keys are set one by one
+            setattr(obj, key, {**current, **_check_value(where, name, value, hints[key], fields[key])})
         else:
             setattr(obj, key, _check_value(where, name, value, hints[key], fields[key]))
 
@@ -152,6 +161,11 @@ def _validate(cfg: Config, where: str) -> None:
             raise InputError(f"{where}: tolerances.{dtype}: unknown dtype; use float32, float16 or bfloat16")
         if not isinstance(tol, (int, float)) or tol <= 0:
             raise InputError(f"{where}: tolerances.{dtype}: expected a positive number, got {tol!r}")
+    cfg.generalise = {k: "off" if v is False else v for k, v in cfg.generalise.items()}   # YAML reads off as false
+    for cls, policy in cfg.generalise.items():
+        if cls not in GENERALISE_CLASSES or policy not in GENERALISE_POLICIES:
+            raise InputError(f"{where}: generalise.{cls}: {policy!r}; classes are {', '.join(GENERALISE_CLASSES)}, "
+                             f"each one of {', '.join(GENERALISE_POLICIES)}")
     if "eager" not in cfg.baselines:
         raise InputError(f"{where}: baselines: must include eager (speedups are always reported against it)")
     if cfg.trials < 1:

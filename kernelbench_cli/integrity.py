@@ -29,6 +29,11 @@ REGISTRY: dict[str, Check] = {
     "output-reused": Check("error", "calls return the same storage: a caller holding one result sees it overwritten "
                                     "by the next"),
     "precision": Check("error", "lower precision inside (TF32, fp16) that allclose alone lets through"),
+    "generalisation": Check("error", "right on the problem's own inputs, wrong on others: negative values, NaN/Inf, "
+                                     "ties (judge/generalise.py; the class and its seed are in the detail)"),
+    "specialised": Check("warning", "wrong on a generalisation class the policy only reports (layout, shapes)"),
+    "trivial-inputs": Check("warning", "a problem whose inputs a trivial transform answers (ReLU on torch.rand: the "
+                                       "identity), so kernels wrong elsewhere pass it"),
     "background-thread": Check("error", "threads the candidate started (Python or native) still alive after "
                                         "forward returned: work outside the timed call"),
     "degenerate-problem": Check("warning", "a problem where zeros, a constant or an input-independent output "

@@ -63,6 +63,7 @@ class Correctness:
     oracle_err_cand: float | None = None   # ||cand - fp64|| / ||fp64||
     precision_class: str = ""   # fp32 | tf32 | fp16 | bf16 | below-bf16 (float32 runs; the worst trial's)
     precision_levels: dict = field(default_factory=dict)   # the reference's own error at each precision there
+    variants: dict = field(default_factory=dict)   # generalisation: class -> {trials, passed, skipped, detail}
     ablation: str = ""          # compiled results replaced by noise: "output changed" | "output unchanged" | why not run
     detail: str = ""            # first failing trial's reason
 

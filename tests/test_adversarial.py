@@ -17,7 +17,7 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "background_thread": ("integrity", {"background-thread", "thread-or-stream"}),
     "empty_output": ("incorrect", set()),
     "zeros_output": ("incorrect", set()),
-    "half_inputs": ("integrity", {"precision"}),
+    "half_inputs": ("incorrect", {"precision", "generalisation"}),   # fp16 rounding: wrong on large values too
     "output_reuse": ("integrity", {"output-reused"}),
     "token_call": ("integrity", {"no-custom-kernel"}),      # by the ablation: the call count is satisfied
     "seed_replay": ("incorrect", set()),
@@ -27,18 +27,20 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "patch_compare": ("incorrect", {"monkeypatch"}),
     "import_problem": ("integrity", {"no-custom-kernel", "reads-problem"}),
     "exit_early": ("crash", set()),
-    "precise_then_half": ("integrity", {"precision"}),
+    "precise_then_half": ("incorrect", {"precision", "generalisation"}),   # fp16 rounding: wrong on large values too
     # the process model (issue 15): what only another process can stop
     "clock_swap_cpp": ("integrity", {"timer-tampered"}),
     "late_native_thread": ("incorrect", {"background-thread"}),
     "native_spinner": ("integrity", {"background-thread"}),
-    "gc_sabotage_config": ("integrity", {"precision"}),
+    "gc_sabotage_config": ("incorrect", {"precision", "generalisation"}),   # fp16 rounding: wrong on large values too
     # verdicts v2 (issue 16): attribution, the ablation's out-parameters, timed calls that are checked calls
     "aten_wrapper": ("integrity", {"library-heavy"}),
     "identity_after_torch": ("integrity", {"library-heavy"}),
     "inplace_noop": ("integrity", {"no-custom-kernel"}),
     "call_count_stale": ("integrity", {"cached-result"}),
     "pool_prefix": ("integrity", {"cached-result"}),
+    # generalisation trials (issue 17): a kernel that answers the variants by another path
+    "variant_fallback": ("incorrect", {"generalisation"}),
 }
 HARMLESS = ("set_threads", "gc_sabotage_reference", "forge_results", "env_secret",   # must pass like `honest`
             "state_probe")
@@ -53,12 +55,14 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
                             "--set", f"paths.kernels={ADVERSARIAL}")
     got = by_candidate(doc)
     assert code == 1
+    wrong = {}          # every mismatch at once, with what was seen
     for name, (status, flags) in EXPECTED.items():
         r = got[name]
         raised = {f["name"] for f in r["flags"]}
-        assert r["status"] == status, f"{name}: {r['status']} {r['message']} (custom share {r['custom_share']}: " \
-                                      f"{r['custom_share_top']}; ablation: {r['correctness']['ablation']})"
-        assert flags <= raised, f"{name}: expected {flags}, raised {raised}"
+        if r["status"] != status or not flags <= raised:
+            wrong[name] = (r["status"], sorted(raised), r["message"][:300], r["custom_share"], r["custom_share_top"],
+                           r["correctness"]["ablation"])
+    assert not wrong, (sorted(wrong), wrong)
     # pointer caching: caught either by the timed-buffer re-check or, if a trial reuses a freed address,
     # by the trials themselves; never passes
     cache = got["pointer_cache"]

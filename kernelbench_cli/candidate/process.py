@@ -17,10 +17,10 @@ import os
 import sys
 import time
 import traceback
-from pathlib import Path
 
 from .. import sandbox
 from ..channel import Channel, Reply, map_specs
+from ..layouts import permuted_view
 
 LOG_TAIL = 4000
 
@@ -192,6 +192,9 @@ class Server:
         with torch.no_grad():
             for pos, lane in enumerate(msg.get("lanes", [0])):
                 self.inputs, self.outputs = self.lanes[lane]
+                if msg.get("perms"):      # a layout trial: the same slots, viewed non-contiguously
+                    self.inputs = [permuted_view(x, p, x.view([x.shape[i] for i in p]) if p else None)
+                                   for x, p in zip(self.inputs, msg["perms"])]
                 if pos and self.flush is not None:
                     self.flush.zero_()
                 if self.device == "cuda":
@@ -249,7 +252,7 @@ class Server:
             return Reply(op="done")
         self.interceptor.ablation["on"] = True
         try:
-            return self.op_call({"lanes": [0]}, fds)
+            return self.op_call({"lanes": [0], "perms": msg.get("perms")}, fds)
         finally:
             self.interceptor.ablation["on"] = False
 

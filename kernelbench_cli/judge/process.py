@@ -176,6 +176,7 @@ class Judge:
         """Problem only: would zeros, a constant, or an input-independent answer pass its tolerance?"""
         from .. import results as R
         from ..correctness import degenerate_reason, maybe_flag
+        from .generalise import trivial_inputs_reason
         from ..environment import environment
         from .reference import ProblemFailed, Reference
         result = self.failed(R.OK, "")
@@ -189,7 +190,8 @@ class Judge:
         try:
             ref = Reference(self.spec["problem_path"], self.cfg, self.device)
             outs = [ref.run(ref.inputs(ref.seeds["trials"] + i)) for i in range(2)]
-            result.flags = [f for f in [maybe_flag("degenerate-problem", degenerate_reason(outs, ref.tolerance))] if f]
+            result.flags = [f for f in [maybe_flag("degenerate-problem", degenerate_reason(outs, ref.tolerance)),
+                                        maybe_flag("trivial-inputs", trivial_inputs_reason(ref))] if f]
             result.message = "; ".join(f.detail for f in result.flags)
         except (ProblemFailed, Exception) as e:
             traceback.print_exc()

@@ -35,9 +35,9 @@ def draw_seeds(cfg) -> dict:
     """Secret per-run seeds, unless the config names one (replay): recorded in every result."""
     if cfg.seed is not None:
         base = int(cfg.seed)
-        return {"source": "config", "init": base, "trials": base + 1, "timing": base + 1000}
+        return {"source": "config", "init": base, "trials": base + 1, "timing": base + 1000, "variants": base + 2000}
     return {"source": "secret", "init": secrets.randbits(31), "trials": secrets.randbits(31),
-            "timing": secrets.randbits(31)}
+            "timing": secrets.randbits(31), "variants": secrets.randbits(31)}
 
 
 class Trial:
@@ -75,6 +75,7 @@ class Reference:
             raise ProblemFailed(f"{problem_path}: CUSTOM_SHARE = {self.custom_share!r}; use a number from 0 to 1")
         self._trials: list[Trial] | None = None
         self._pool = None
+        self._variants_made: list | None = None
         self._variants: dict[str, dict] = {}
         self._low_copies: dict = {}      # half copies of the model: the fingerprint's and the variants'
 
@@ -117,6 +118,16 @@ class Reference:
             trace.mark("judge", f"{len(trials)} trials: " + ", ".join(f"{k} {v:.3f} s" for k, v in spent.items()))
         return self._trials
 
+    def variants(self) -> list:
+        """The generalisation trials' inputs and reference outputs (judge/generalise.py): once per problem."""
+        if self._variants_made is None:
+            from .generalise import make_variants
+            t0 = time.perf_counter()
+            self._variants_made = make_variants(self, self.seeds["variants"])
+            self.phases["variants_s"] = round(time.perf_counter() - t0, 3)
+            trace.mark("judge", f"{len(self._variants_made)} variants ready")
+        return self._variants_made
+
     def output_templates(self) -> list:
         return tensors(self.trials()[0].ref_out)
 
@@ -124,6 +135,7 @@ class Reference:
         """Everything of the problem that no candidate changes, before the first job asks: trial inputs,
         reference outputs, oracles, the timing pool."""
         self.trials()
+        self.variants()
         self.feed(random.Random(0))
         trace.mark("judge", "timing pool ready")
 

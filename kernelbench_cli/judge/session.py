@@ -24,7 +24,7 @@ from ..environment import Nvml, environment
 from ..results import BuildInfo, Correctness, Result
 from ..timing import measure
 from .handle import CandidateFailed, CandidateProcess
-from . import evidence
+from . import evidence, generalise
 from .reference import Reference
 from .sides import DeviceProbe, Flush, LocalSide, RemoteSide
 
@@ -63,7 +63,8 @@ class Session:
         try:
             self.setup()
             self.trials()
-            if r.correctness.passed == r.correctness.trials and not any(f.name == "bad-output" for f in self.flags):
+            if r.correctness.passed == r.correctness.trials and not any(f.name in ("bad-output", "generalisation")
+                                                                        for f in self.flags):
                 self.time()        # flagged or not: runtime checks of the timed phase still report
             self.verdict()
         except CandidateFailed as e:
@@ -257,6 +258,10 @@ class Session:
             self.flags.add(precision_flag(c, ref.dtype, self.cfg.precision_factor, ref.precision_allowed))
         self.flags.add(self.late_work())
         self.phase("correctness_s", t)
+        if c.passed == c.trials and not any(f.name == "bad-output" for f in self.flags):
+            t = time.perf_counter()
+            generalise.run(self)
+            self.phase("generalisation_s", t)
 
     def observe(self, reply) -> None:
         """After every call, with the candidate frozen: threads it left behind, work it left on the device."""
@@ -348,7 +353,7 @@ class Session:
         if c.passed < c.trials and not any(f.name == "bad-output" for f in errors):
             r.status, r.message = R.INCORRECT, c.detail
             return
-        r.status = R.INTEGRITY if errors else R.OK
+        r.status = R.INCORRECT if any(f.name == "generalisation" for f in errors) else R.INTEGRITY if errors else R.OK
         r.message = "; ".join(f"{f.name}: {f.detail}" for f in errors)
 
 

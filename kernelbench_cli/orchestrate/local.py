@@ -22,7 +22,6 @@ import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from .. import results as R
 from ..build import build_env, build_parallelism

@@ -6,10 +6,7 @@ import io
 import math
 import re
 
-from .. import results as R
-from .. import stats
 from ..errors import InputError
-from .terminal import fmt_time
 from ..results import Result
 
 FASTER, SLOWER, UNSURE, FAILED = "#2e7d32", "#c62828", "#78909c", "#8e24aa"

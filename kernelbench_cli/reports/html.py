@@ -12,13 +12,12 @@ import re
 import time
 from pathlib import Path
 
-from rich import box
 from rich.console import Console
-from rich.table import Table
 
 from .. import results as R
 from .. import stats
 from ..errors import InputError
+from .compare import _x, compare_rows, compare_table
 from .terminal import fmt_time, render, summary_line
 from ..results import Result, load_results, resolve_run
 from .charts import StripPlot, _Plots, _roofline_data, compare_chart, roofline_chart, speedup_chart  # noqa: F401
@@ -142,10 +141,6 @@ def _page(title: str, body: str) -> str:
             f"<title>{esc(title)}</title><style>{CSS}</style></head>\n<body><main>\n{body}\n</main></body></html>\n")
 
 
-def _x(v: float | None, digits: int = 2) -> str:
-    return "-" if v is None else f"{v:.{digits}f}×"
-
-
 def _err(v: float | None) -> str:
     if v is None:
         return "-"
@@ -261,7 +256,9 @@ def job_section(strips: StripPlot, i: int, r: Result) -> str:
             rows.append(("cand / ref oracle err", f"{c.oracle_err_cand / c.oracle_err_ref:.2f}×"))
         costs = ", ".join(f"{k} {_err(v)}" for k, v in sorted(c.precision_levels.items(), key=lambda kv: kv[1]))
         rows += [("precision class", esc(c.precision_class + (f" (reference at {costs})" if costs else "")) or "-"),
-                 ("ablation (compiled results as noise)", esc(c.ablation or "-"))]
+                 ("ablation (compiled results as noise)", esc(c.ablation or "-")),
+                 ("generalisation", esc(", ".join(f"{k} {v['passed']}/{v['trials']}" + (f": {v['detail']}" if v["detail"]
+                                                   else "") for k, v in c.variants.items()) or "-"))]
         if c.detail:
             rows.append(("detail", esc(c.detail)))
         groups.append(_kv("correctness", rows))
@@ -328,44 +325,6 @@ def render_html(results: list[Result], source: str = "") -> str:
 
 # ---------------------------------------------------------------------------------------------- compare
 
-
-
-def compare_rows(base: list[Result], new: list[Result], tau: float = 0.05) -> list[dict]:
-    """One row per job id in either run (base order first): both speedups, their ratio, what changed, by the
-    CI gate's own rule (baseline.compare_job), so `kbench report BASE NEW` and `kbench compare` agree."""
-    from ..gate import baseline as B
-    bs, ns = B.snapshot_from_results(base, "base"), B.snapshot_from_results(new, "new")
-    comps = {c.job: c for c in B.compare_snapshots(bs, ns, tau)}
-    order = list(bs.jobs) + [j for j in ns.jobs if j not in bs.jobs]
-    rows = []
-    for job in order:
-        c = comps[job]
-        rb, rn = c.base, c.new
-        change = {B.NEW: "added", B.MISSING: "removed", B.INCONCLUSIVE: "inconclusive"}.get(c.verdict)
-        if change is None and c.verdict == B.REGRESSED:
-            change = "slower" if rn.correct else "broke"
-        elif change is None and c.verdict == B.IMPROVED:
-            change = "faster" if rb.correct else "fixed"
-        elif change is None:
-            change = "same" if rn.correct else "still failing"
-        rows.append({"job": job, "base_status": rb.status if rb else None, "new_status": rn.status if rn else None,
-                     "base_speedup": rb.speedup if rb else None, "new_speedup": rn.speedup if rn else None,
-                     "ratio": c.ratio, "change": change, "reason": c.reason})
-    return rows
-
-
-def compare_table(base: list[Result], new: list[Result], base_name: str, new_name: str) -> Table:
-    t = Table(title=f"compare {base_name} → {new_name}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for col, kw in (("job", {"overflow": "fold"}), ("status", {}), ("base", {"justify": "right"}),
-                    ("new", {"justify": "right"}), ("new/base", {"justify": "right"}), ("change", {})):
-        t.add_column(col, **kw)
-    style = {"faster": "green", "fixed": "green", "slower": "red", "broke": "red", "still failing": "magenta"}
-    for row in compare_rows(base, new):
-        status = row["base_status"] if row["base_status"] == row["new_status"] else \
-            f"{row['base_status'] or '-'} → {row['new_status'] or '-'}"
-        t.add_row(row["job"], status, _x(row["base_speedup"]), _x(row["new_speedup"]), _x(row["ratio"]),
-                  f"[{style.get(row['change'], 'dim')}]{row['change']}[/]")
-    return t
 
 
 def render_compare_html(base: list[Result], new: list[Result], base_src: str = "", new_src: str = "") -> str:

@@ -31,7 +31,9 @@ def fmt_correct(r: Result) -> str:
     c = r.correctness
     style = STATUS_STYLE.get(r.status, "red")
     if c.trials and r.status in (R.OK, R.INCORRECT, R.INTEGRITY):
-        label = f"{c.passed}/{c.trials}" + ("" if r.status == R.OK else f" {r.status}")
+        failed = [k for k, v in c.variants.items() if v["passed"] < v["trials"]]
+        gen = f" gen✗{','.join(failed)}" if failed else " gen✓" if c.variants else ""
+        label = f"{c.passed}/{c.trials}{gen}" + ("" if r.status == R.OK else f" {r.status}")
     else:
         label = r.status
     return f"[{style}]{label}[/]"
@@ -117,11 +119,15 @@ def notes(r: Result) -> list[str]:
             t.cand_host_ms > HOST_DEVICE_RATIO * t.cand_ms or t.ref_host_ms > HOST_DEVICE_RATIO * t.ref_ms):
         out.append(f"host time per call (synchronised): ref {fmt_time(t.ref_host_ms)}, cand "
                    f"{fmt_time(t.cand_host_ms)} vs device {fmt_time(t.ref_ms)}, {fmt_time(t.cand_ms)}")
+    if r.correctness.variants:
+        out.append("generalisation: " + ", ".join(
+            f"{k} {v['passed']}/{v['trials']}" + (f" ({v['skipped']} skipped)" if v["skipped"] else "")
+            for k, v in r.correctness.variants.items()))
     at = r.baselines.get("precision")
     if at and at.get("speedup"):
         out.append(f"computes at {at['precision']}: {at['speedup']:.2f}× against the reference run at {at['precision']} "
                    f"[{at['ci_low']:.2f}, {at['ci_high']:.2f}], beside {fmt_speedup(r)} against fp32")
-    if r.custom_share is not None and r.custom_share_top:
+    if r.custom_share is not None and r.custom_share < 0.9 and r.custom_share_top:
         out.append(f"own code {r.custom_share:.0%} of the call's time; largest: {r.custom_share_top}")
     if t.throttled_rounds:
         out.append(f"GPU throttled (power/thermal) in {t.throttled_rounds} round(s): "

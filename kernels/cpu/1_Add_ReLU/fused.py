@@ -2,6 +2,7 @@
 
 Eager reads x and y, writes a temporary, reads it again and writes the output; this reads x and y once
 and writes once (3 streams of memory traffic instead of 5) and allocates one tensor, not two.
+Fixed 2026-12-02 (issue 17's generalisation trials): `v > 0 ? v : 0` turned NaN into 0; torch.relu keeps NaN.
 """
 import torch
 import torch.nn as nn
@@ -22,7 +23,7 @@ torch::Tensor add_relu(torch::Tensor x, torch::Tensor y) {
     at::parallel_for(0, xc.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
             float v = a[i] + b[i];
-            o[i] = v > 0.f ? v : 0.f;
+            o[i] = v < 0.f ? 0.f : v;       // NaN stays NaN, as in torch.relu
         }
     });
     return out;

@@ -93,7 +93,7 @@ template <int EPI>
 __device__ __forceinline__ float epilogue_op(float v, float b) {
     if (EPI == EPI_NONE) return v;
     v += b;
-    if (EPI == EPI_BIAS_RELU) return fmaxf(v, 0.0f);
+    if (EPI == EPI_BIAS_RELU) return v < 0.0f ? 0.0f : v;   // not fmaxf: NaN stays NaN, as in torch.relu
     if (EPI == EPI_BIAS_GELU) return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
     return v;
 }

@@ -59,7 +59,7 @@ __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_gr
 enum { ACT_NONE = 0, ACT_RELU = 1, ACT_GELU = 2 };
 template <int ACT>
 __device__ __forceinline__ float activate(float v) {
-    if (ACT == ACT_RELU) return fmaxf(v, 0.0f);
+    if (ACT == ACT_RELU) return v < 0.0f ? 0.0f : v;   // not fmaxf: NaN stays NaN, as in torch.relu
     if (ACT == ACT_GELU) return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
     return v;
 }

@@ -1,0 +1,221 @@
+"""Generalisation trials: after the plain trials, a candidate must also be right on inputs the problem's own
+get_inputs() never draws (issue 17). Derived from the reference, once per problem and seed:
+
+- values: the plain inputs' shapes and dtype with other values: signed normal, heavy-tailed (log-normal
+  magnitudes up to ~1e3), tiny (~1e-3), and small integers and exact halves (ties for rounding, exact zeros);
+- special: NaN, then +Inf and -Inf, planted at a few random positions of every floating input;
+- edge: the problem's own get_edge_inputs(), if it defines it (e.g. the exact half-integer ties of the
+  layout-mix problem);
+- layout: fresh inputs of the problem's own distribution, each floating input of 2+ dims handed over as a
+  non-contiguous view (last two dims transposed in memory; for 4-D also channels-last), same shape and
+  values. The candidate process builds the view over its own input slot (same bytes, permuted), so no new
+  buffer is mapped into it.
+
+A variant the reference itself rejects (raises) is skipped, not failed: the harness learns what the
+reference accepts by running it. Outputs are compared as in the plain trials (NaN and Inf positions must
+match; the float64 oracle is consulted on a miss). Per class the config's `generalise` policy (error,
+warning or off) decides what a failure is, and a problem's GENERALISE list narrows the classes it supports.
+Shapes (other sizes) are not run yet: they need buffers of other sizes and a ModelNew built for them in the
+candidate process.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..correctness import clone, judge, synchronize, tensors, to_device
+from ..layouts import permuted_view
+from ..results import Flag
+
+RUNNABLE = ("values", "special", "edge", "layout")
+
+
+class Variant:
+    def __init__(self, cls: str, name: str, inputs: list, ref_out, perms: list | None = None):
+        self.cls, self.name, self.inputs, self.ref_out = cls, name, inputs, ref_out
+        self.perms = perms      # layout: per input, the memory order of its dims (None: contiguous)
+
+
+def _layouts(inputs: list) -> list[tuple[str, list]]:
+    """(name, per-input permutation) for each non-contiguous layout the floating inputs of 2+ dims allow."""
+    out = []
+    dims = [x.dim() if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 1 else 0 for x in inputs]
+    if any(d >= 2 for d in dims):
+        out.append(("transposed", [list(range(d - 2)) + [d - 1, d - 2] if d >= 2 else None for d in dims]))
+    if any(d == 4 for d in dims):
+        out.append(("channels-last", [[0, 2, 3, 1] if d == 4 else None for d in dims]))
+    return out
+
+
+def _values(x: torch.Tensor, kind: str, g: torch.Generator) -> torch.Tensor:
+    shape, opts = x.shape, {"device": x.device, "generator": g}
+    if kind == "signed":
+        v = torch.randn(shape, **opts)
+    elif kind == "heavy":
+        v = torch.randn(shape, **opts) * torch.exp(2.0 * torch.randn(shape, **opts))
+    elif kind == "tiny":
+        v = torch.randn(shape, **opts) * 1e-3
+    else:      # small integers and exact halves
+        v = torch.randint(-8, 9, shape, **opts).float() / 2
+    return v.to(x.dtype)
+
+
+def _plant(x: torch.Tensor, values: list[float], g: torch.Generator) -> torch.Tensor:
+    y = x.clone()
+    flat = y.view(-1)
+    k = max(1, min(8, flat.numel() // 1000))
+    for v in values:
+        idx = torch.randint(0, flat.numel(), (k,), device=x.device, generator=g)
+        flat[idx] = v
+    return y
+
+
+def _replace(inputs: list, fn) -> list:
+    """The inputs with every floating tensor (of more than one element) replaced by fn(tensor)."""
+    out = []
+    for x in inputs:
+        out.append(fn(x) if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 1 else x)
+    return out
+
+
+def classes_for(problem, cfg) -> list[str]:
+    """The runnable classes the policy turns on, narrowed by the problem's GENERALISE list."""
+    allowed = getattr(problem, "GENERALISE", None)
+    on = [c for c in RUNNABLE if cfg.generalise.get(c, "off") != "off"]
+    return [c for c in on if allowed is None or c in allowed or c == "edge"]
+
+
+def make_variants(ref, seed: int) -> list[Variant]:
+    """Every variant of the problem with its reference output (once per problem); skipped ones left out."""
+    base = ref.trials()[0].inputs
+    g = torch.Generator(device=ref.device)
+    g.manual_seed(seed)
+    wanted = classes_for(ref.problem, ref.cfg)
+    made: list[tuple[str, str, list]] = []
+    if "values" in wanted:
+        for kind in ("signed", "heavy", "tiny", "halves"):
+            made.append(("values", kind, _replace(base, lambda x, k=kind: _values(x, k, g))))
+    if "special" in wanted:
+        made.append(("special", "nan", _replace(base, lambda x: _plant(x, [float("nan")], g))))
+        made.append(("special", "inf", _replace(base, lambda x: _plant(x, [float("inf"), float("-inf")], g))))
+    if "layout" in wanted:
+        fresh = ref.inputs(seed ^ 0x1A70)
+        for name, perms in _layouts(fresh):
+            made.append(("layout", name, [permuted_view(x, p) for x, p in zip(fresh, perms)], perms))
+    edge = getattr(ref.problem, "get_edge_inputs", None)
+    if "edge" in wanted and callable(edge):
+        for i, inputs in enumerate(edge()):
+            made.append(("edge", f"edge {i}", list(to_device(list(inputs), ref.device, ref.dtype))))
+    variants = []
+    for cls, name, inputs, *perms in made:
+        try:
+            out = ref.run(inputs if perms else clone(inputs))     # (clone would make the views contiguous)
+        except Exception:        # the reference rejects it: not a variant of this problem
+            continue
+        variants.append(Variant(cls, name, inputs, out, perms[0] if perms else None))
+    return variants
+
+
+def same_layout(a: list, b: list) -> bool:
+    ta, tb = tensors(a), tensors(b)
+    return len(ta) == len(tb) and all(x.shape == y.shape and x.dtype == y.dtype for x, y in zip(ta, tb))
+
+
+def policy_flags(failed: dict[str, str], cfg) -> list[Flag]:
+    """One flag per severity: `generalisation` (error) or `specialised` (warning), naming each failed class."""
+    by: dict[str, list[str]] = {}
+    for cls, detail in failed.items():
+        severity = cfg.generalise.get(cls, "off")
+        if severity != "off":
+            by.setdefault(severity, []).append(f"{cls}: {detail}")
+    return [Flag("generalisation" if sev == "error" else "specialised", sev, "; ".join(items))
+            for sev, items in by.items()]
+
+
+def _send(s, v: Variant, op: str):
+    """Variant v's inputs into lane 0 (a layout variant's bytes in its permuted order: the candidate views
+    them back the same way), then one call (op "call", or "ablate": compiled results replaced by noise)."""
+    perms = v.perms or [None] * len(s.in_slots.tensors)
+    for slot, x, perm in zip(s.in_slots.tensors, tensors(v.inputs), perms):
+        if perm is None:
+            slot.copy_(x)
+        else:
+            slot.view(x.permute(perm).shape).copy_(x.permute(perm))
+    synchronize(s.device)
+    reply, _ = s.cand.call({"op": op, "perms": v.perms}, s.call_timeout(), "generalisation")
+    s.observe(reply)
+    return reply
+
+
+def _verdict(s, v: Variant, reply) -> str | None:
+    out = s.fetch(reply)
+    if isinstance(out, str):
+        return out
+    out = out[0] if isinstance(v.ref_out, torch.Tensor) else out
+    return judge(s.ref.model, v.inputs, v.ref_out, out, s.ref.tolerance)["reason"]
+
+
+def run(s) -> None:
+    """The variants on the candidate, through lane 0 like the plain trials. Records per class trials, passed,
+    skipped and the first failure in the Correctness; raises the policy's flag per failing class.
+    Then, per class that passed, the ablation on its first variant: a candidate can tell a variant from the
+    problem's own inputs (a NaN, a negative value in a torch.rand problem) and answer it another way (torch)
+    while its kernel is wrong there; if the output stays right with its compiled results replaced by noise,
+    the kernel did not compute it, and the class fails."""
+    c, ref = s.result.correctness, s.ref
+    summary: dict[str, dict] = {}
+    first: dict[str, Variant] = {}
+    for v in ref.variants():
+        entry = summary.setdefault(v.cls, {"trials": 0, "passed": 0, "skipped": 0, "detail": ""})
+        if not same_layout(v.inputs, s.in_slots.tensors):
+            entry["skipped"] += 1       # other shapes need other buffers in the candidate process (not yet)
+            continue
+        entry["trials"] += 1
+        reason = _verdict(s, v, _send(s, v, "call"))
+        if reason is None:
+            entry["passed"] += 1
+            first.setdefault(v.cls, v)
+        elif not entry["detail"]:
+            entry["detail"] = f"{v.name} inputs: {reason}"
+    if not s.job.get("aa_calibration"):
+        for cls, v in first.items():
+            entry = summary[cls]
+            if entry["passed"] == entry["trials"] and _verdict(s, v, _send(s, v, "ablate")) is None:
+                entry["passed"] -= 1
+                entry["detail"] = (f"{v.name} inputs: still right with the compiled results replaced by noise (the "
+                                   "ablation): another path answered them, not the kernel")
+    c.variants = summary
+    failed = {cls: e["detail"] for cls, e in summary.items() if e["passed"] < e["trials"]}
+    for f in policy_flags(failed, s.cfg):
+        f.detail += f" (variant seed {ref.seeds['variants']}, in this result's seeds)"
+        s.flags.add(f)
+
+
+TRIVIAL = {"the identity": lambda x: x, "abs": torch.abs, "zeros": torch.zeros_like,
+           "clamped to [0, inf)": lambda x: x.clamp_min(0)}
+
+
+def trivial_inputs_reason(ref) -> str | None:
+    """kbench lint: a transform of the first input that answers the problem on its own inputs but not on signed
+    normal ones (ReLU on torch.rand: the identity). Only where the output has that input's shape."""
+    inputs = ref.inputs(ref.seeds["trials"])
+    floats = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and x.is_floating_point()]
+    out = ref.run(clone(inputs))
+    if not floats or not isinstance(out, torch.Tensor):
+        return None
+    x = inputs[floats[0]]
+    if x.shape != out.shape:
+        return None
+    g = torch.Generator(device=ref.device)
+    g.manual_seed(ref.seeds["variants"])
+    signed = list(inputs)
+    signed[floats[0]] = _values(x, "signed", g)
+    try:
+        signed_out = ref.run(clone(signed))
+    except Exception:
+        return None
+    for name, fn in TRIVIAL.items():
+        if judge(ref.model, inputs, out, fn(x), ref.tolerance)["reason"] is None and \
+                judge(ref.model, signed, signed_out, fn(signed[floats[0]]), ref.tolerance)["reason"] is not None:
+            return (f"input {floats[0]} {name} matches the reference on get_inputs() but not on signed inputs: draw "
+                    "signed values (torch.randn) so a kernel wrong on them cannot pass")
+    return None

@@ -1,0 +1,77 @@
+"""Generalisation trials (issue 17): real builds, real candidate processes. Each bug below passes every plain
+trial of its problem; the variant class named catches it, and its honest twin passes with no flag."""
+from __future__ import annotations
+
+from conftest import FIXTURES, by_candidate
+
+GEN = FIXTURES / "gen"
+PATHS = ["--set", f"paths.problems={GEN / 'problems'}", "--set", f"paths.kernels={GEN / 'kernels'}"]
+
+
+def failed_classes(r) -> set:
+    return {k for k, v in r["correctness"]["variants"].items() if v["passed"] < v["trials"]}
+
+
+def test_each_bug_fails_its_class_and_its_twin_passes(kbench):
+    code, doc = kbench.json("bench", "gen/relu_rand", "gen/round_ties", *PATHS)
+    got = by_candidate(doc)
+    assert code == 1
+    leaky = got["leaky_relu"]       # torch.rand never draws a negative: only the signed values see it
+    assert leaky["correctness"]["passed"] == leaky["correctness"]["trials"], leaky["message"]
+    assert leaky["status"] == "incorrect" and "values" in failed_classes(leaky), leaky["message"]  # (-inf too)
+    assert "generalisation" in {f["name"] for f in leaky["flags"]} and "values:" in leaky["message"]
+    assert str(leaky["seeds"]["variants"]) in leaky["message"]       # how to replay it
+    away = got["round_away"]        # random inputs never land on a tie: only the problem's edge inputs do
+    assert away["status"] == "incorrect" and failed_classes(away) == {"edge"}, away["message"]
+    for twin in ("honest_relu", "round_even"):
+        r = got[twin]
+        assert r["status"] == "ok" and r["flags"] == [], (twin, r["message"], r["flags"])
+        assert set(r["correctness"]["variants"]) >= {"values", "special"}
+        assert all(v["passed"] == v["trials"] > 0 for v in r["correctness"]["variants"].values()), r["correctness"]
+        assert r["phases"]["generalisation_s"] >= 0
+    assert got["round_even"]["correctness"]["variants"]["edge"]["trials"] == 1
+
+
+def test_a_nan_dropping_clamp_fails_special_and_the_bundled_kernel_passes(kbench):
+    code, doc = kbench.json("check", "cpu/3", "--kernel", GEN / "kernels" / "cpu" / "3_Scale_Bias_Clamp" / "fminf_clamp.py")
+    r = doc["results"][0]
+    assert r["status"] == "incorrect" and failed_classes(r) == {"special"}, r["message"]
+    assert "nan inputs" in r["message"]
+    code, doc = kbench.json("check", "cpu/3")
+    bundled = doc["results"][0]
+    assert bundled["status"] == "ok" and bundled["flags"] == [] and not failed_classes(bundled), bundled["message"]
+
+
+def test_the_policy_can_turn_a_class_into_a_warning_or_off(kbench):
+    leaky = GEN / "kernels" / "gen" / "relu_rand" / "leaky_relu.py"
+    code, doc = kbench.json("check", "gen/relu_rand", "--kernel", leaky, *PATHS, "--set", "generalise.values=warning",
+                            "--set", "generalise.special=warning")     # the leaky ReLU fails both (-inf too)
+    r = doc["results"][0]
+    assert r["status"] == "ok" and [f["name"] for f in r["flags"]] == ["specialised"], r["flags"]
+    code, doc = kbench.json("check", "gen/relu_rand", "--kernel", leaky, *PATHS, "--set", "generalise.values=off",
+                            "--set", "generalise.special=off")
+    r = doc["results"][0]
+    assert r["status"] == "ok" and r["flags"] == [] and not {"values", "special"} & set(r["correctness"]["variants"])
+
+
+def test_lint_names_the_trivial_transform_of_a_rand_problem(kbench):
+    """(The bundled CPU problems draw signed inputs: tests/test_adversarial.py's lint test sees no flag on them.)"""
+    code, doc = kbench.json("lint", "gen/relu_rand", *PATHS[:2])
+    flags = {f["name"]: f["detail"] for f in doc["results"][0]["flags"]}
+    assert "the identity" in flags["trivial-inputs"], flags
+
+
+def test_a_stride_ignoring_kernel_is_specialised_and_the_bundled_one_is_not(kbench):
+    """Layout is a warning class by default: the kernel stays ok, flagged specialised; ci-style strictness
+    (generalise.layout=error) makes it incorrect."""
+    kernel = GEN / "kernels" / "cpu" / "2_Row_Sum_Of_Squares" / "ignore_strides.py"
+    code, doc = kbench.json("check", "cpu/2", "--kernel", kernel)
+    r = doc["results"][0]
+    assert r["status"] == "ok" and [f["name"] for f in r["flags"]] == ["specialised"], (r["message"], r["flags"])
+    assert failed_classes(r) == {"layout"} and "transposed inputs" in r["flags"][0]["detail"]
+    code, doc = kbench.json("check", "cpu/2", "--kernel", kernel, "--set", "generalise.layout=error")
+    assert doc["results"][0]["status"] == "incorrect"
+    code, doc = kbench.json("check", "cpu/2")
+    bundled = doc["results"][0]
+    assert bundled["status"] == "ok" and bundled["flags"] == [], bundled["flags"]
+    assert bundled["correctness"]["variants"]["layout"]["passed"] == 1
