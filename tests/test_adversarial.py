@@ -17,7 +17,7 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "background_thread": ("integrity", {"background-thread", "thread-or-stream"}),
     "empty_output": ("incorrect", set()),
     "zeros_output": ("incorrect", set()),
-    "half_inputs": ("incorrect", {"precision", "generalisation"}),   # fp16 rounding: wrong on large values too
+    "half_inputs": ("integrity", {"precision", "generalisation"}),   # fp16 rounding: wrong on large values too
     "output_reuse": ("integrity", {"output-reused"}),
     "token_call": ("integrity", {"no-custom-kernel"}),      # by the ablation: the call count is satisfied
     "seed_replay": ("incorrect", set()),
@@ -27,12 +27,12 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "patch_compare": ("incorrect", {"monkeypatch"}),
     "import_problem": ("integrity", {"no-custom-kernel", "reads-problem"}),
     "exit_early": ("crash", set()),
-    "precise_then_half": ("incorrect", {"precision", "generalisation"}),   # fp16 rounding: wrong on large values too
+    "precise_then_half": ("integrity", {"precision", "generalisation"}),   # fp16 rounding: wrong on large values too
     # the process model (issue 15): what only another process can stop
     "clock_swap_cpp": ("integrity", {"timer-tampered"}),
     "late_native_thread": ("incorrect", {"background-thread"}),
     "native_spinner": ("integrity", {"background-thread"}),
-    "gc_sabotage_config": ("incorrect", {"precision", "generalisation"}),   # fp16 rounding: wrong on large values too
+    "gc_sabotage_config": ("integrity", {"precision", "generalisation"}),   # fp16 rounding: wrong on large values too
     # verdicts v2 (issue 16): attribution, the ablation's out-parameters, timed calls that are checked calls
     "aten_wrapper": ("integrity", {"library-heavy"}),
     "identity_after_torch": ("integrity", {"library-heavy"}),
@@ -40,7 +40,7 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "call_count_stale": ("integrity", {"cached-result"}),
     "pool_prefix": ("integrity", {"cached-result"}),
     # generalisation trials (issue 17): a kernel that answers the variants by another path
-    "variant_fallback": ("incorrect", {"generalisation"}),
+    "variant_fallback": ("integrity", {"generalisation", "library-heavy"}),   # its isfinite checks: aten time
 }
 HARMLESS = ("set_threads", "gc_sabotage_reference", "forge_results", "env_secret",   # must pass like `honest`
             "state_probe")

@@ -63,8 +63,7 @@ class Session:
         try:
             self.setup()
             self.trials()
-            if r.correctness.passed == r.correctness.trials and not any(f.name in ("bad-output", "generalisation")
-                                                                        for f in self.flags):
+            if r.correctness.passed == r.correctness.trials and not any(f.name == "bad-output" for f in self.flags):
                 self.time()        # flagged or not: runtime checks of the timed phase still report
             self.verdict()
         except CandidateFailed as e:
@@ -353,7 +352,9 @@ class Session:
         if c.passed < c.trials and not any(f.name == "bad-output" for f in errors):
             r.status, r.message = R.INCORRECT, c.detail
             return
-        r.status = R.INCORRECT if any(f.name == "generalisation" for f in errors) else R.INTEGRITY if errors else R.OK
+        # wrong only on the generalisation trials: incorrect; beside another error, that error's class decides
+        r.status = R.INCORRECT if errors and all(f.name == "generalisation" for f in errors) else \
+            R.INTEGRITY if errors else R.OK
         r.message = "; ".join(f"{f.name}: {f.detail}" for f in errors)
 
 
