@@ -1,5 +1,5 @@
-"""What the custom-kernel profile (integrity.custom_kernel_share) costs on this GPU, and what it leaves behind:
-the wall time of a first, second and third profiler session in one process (as integrity.custom_kernel_share),
+"""What the custom-kernel profile (candidate/attribution.py _cuda_share) costs on this GPU, and what it leaves behind:
+the wall time of a first, second and third profiler session in one process (as candidate/attribution.py _cuda_share),
 the roofline's first FLOP count, and the host launch cost of a tiny kernel before and after profiling (CUPTI
 left subscribed would slow every later launch, which would bias a timing run after it).
 
@@ -27,7 +27,7 @@ def session_s(x) -> float:
     with torch.autograd.profiler.profile(use_cpu=False, use_device="cuda", use_kineto=True) as prof:
         x.add_(1)
         torch.cuda.synchronize()
-    sum(e.device_time_total for e in prof.function_events)     # as integrity.custom_kernel_share
+    sum(e.device_time_total for e in prof.function_events)     # as candidate/attribution.py _cuda_share
     return time.perf_counter() - t0
 
 
