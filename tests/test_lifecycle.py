@@ -82,3 +82,31 @@ def test_a_stopped_kbench_leaves_no_process_behind(sig, build_cache, tmp_path):
         assert line.startswith("interrupted:") and "results.jsonl" in line and "--resume" in line
     elif sig == signal.SIGTERM:
         assert proc.returncode == 143
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_kbench_stopped_mid_build_leaves_no_compiler_behind(sig, tmp_path):
+    """ninja runs each compiler in a process group of its own, so killing the build's group left cc1plus
+    running; the build's whole session is killed now. A fresh cache: the C++ really compiles."""
+    env = dict(os.environ, KBENCH_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "kernelbench_cli", "check", "cpu/1", "--device", "cpu",
+                             "--kernel", str(ROOT / "kernels" / "cpu" / "1_Add_ReLU" / "fused.py"),
+                             "--out", str(tmp_path / "runs")], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline, tree = time.time() + 120, set()
+    while time.time() < deadline:
+        tree |= descendants(proc.pid)
+        if any("cc1plus" in cmdline(p) for p in tree if alive(p)):
+            break
+        time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail("no compiler started")
+    time.sleep(0.5)
+    tree |= descendants(proc.pid)
+    os.kill(proc.pid, sig)
+    proc.communicate(timeout=30)
+    gone_by = time.time() + 5
+    while time.time() < gone_by and any(alive(p) for p in tree):
+        time.sleep(0.1)
+    assert not [(p, cmdline(p)) for p in tree if alive(p)]

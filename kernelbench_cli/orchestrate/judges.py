@@ -151,10 +151,7 @@ def build(job: Job, cfg, device: str, env: dict, logs: Path, tag: str) -> Result
         proc.kill()
         result.status, result.message = R.CRASH, f"build process {describe_exit(proc.exit_status)} during import"
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)      # compilers it left running, if any
-        except OSError:
-            pass
+        lifecycle.kill_session(proc.pid)      # compilers it left running, if any (ninja regroups them)
         proc.kill()
         lifecycle.release(proc.pid)
     trace.mark("parent", f"build {tag}: {result.status}")

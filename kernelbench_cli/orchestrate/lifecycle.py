@@ -1,32 +1,23 @@
 """Nothing kbench starts outlives it.
 
-Every reference process and build process runs in a process group of its own (its candidate processes
-stay in it: their seccomp filter refuses setsid/setpgid), dies by PR_SET_PDEATHSIG with its parent, and
-is registered with the *reaper*: a tiny process in its own session that holds a pipe from kbench and, when
-that pipe closes (kbench exited, crashed or was SIGKILLed), SIGKILLs every registered group. SIGTERM and
+Every reference process and build process leads a session of its own (its candidate processes stay in it:
+their seccomp filter refuses setsid/setpgid), dies by PR_SET_PDEATHSIG with its parent, and is registered
+with the *reaper* (reaper.py): a tiny process in its own session that holds a pipe from kbench and, when
+that pipe closes (kbench exited, crashed or was SIGKILLed), SIGKILLs every process of every registered
+session, the compilers ninja put in process groups of their own included. SIGTERM and
 SIGINT of kbench become KeyboardInterrupt in the main thread, whose handler kills the groups at once.
 """
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
-REAPER = r"""
-import os, signal, sys
-groups = set()
-for line in sys.stdin:
-    kind, _, pid = line.strip().partition(" ")
-    if pid.isdigit():
-        (groups.add if kind == "+" else groups.discard)(int(pid))
-for g in groups:
-    try:
-        os.killpg(g, signal.SIGKILL)
-    except OSError:
-        pass
-"""
+from .reaper import kill_session
+
+REAPER = str(Path(__file__).with_name("reaper.py"))
 
 _lock = threading.Lock()
 _reaper: subprocess.Popen | None = None
@@ -37,7 +28,7 @@ INTERRUPTED = {"signal": None}
 def _ensure() -> subprocess.Popen:
     global _reaper
     if _reaper is None or _reaper.poll() is not None:
-        _reaper = subprocess.Popen([sys.executable, "-c", REAPER], stdin=subprocess.PIPE, text=True,
+        _reaper = subprocess.Popen([sys.executable, REAPER], stdin=subprocess.PIPE, text=True,
                                    start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return _reaper
 
@@ -63,10 +54,7 @@ def kill_all() -> None:
     with _lock:
         groups = list(_groups)
     for g in groups:
-        try:
-            os.killpg(g, signal.SIGKILL)
-        except OSError:
-            pass
+        kill_session(g)
 
 
 def install_signal_handlers() -> None:
