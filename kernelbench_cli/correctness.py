@@ -242,24 +242,48 @@ def levels_here(device: str) -> tuple[str, ...]:
     return tuple(level for level in LEVELS if level != "tf32" or device == "cuda")
 
 
-def reduced_precision_errors(model, inputs, oracle, device: str, copies: dict | None = None) -> dict[str, float]:
+def reduced_precision_errors(model, inputs, oracle, device: str, copies: dict | None = None,
+                             outputs: dict | None = None, err_ref: float = 0.0) -> dict[str, float]:
     """{level: ||reference at that level - fp64|| / ||fp64||} for the levels this device has; a level the
-    reference cannot run at (an op without a half kernel, overflow to inf) is left out."""
+    reference cannot run at (an op without a half kernel, overflow to inf) is left out. With `outputs`, the
+    outputs of the levels whose cost is near fp32's (`err_ref`) are kept there, for level_fingerprint."""
     copies = {} if copies is None else copies
     levels = {}
     for level in levels_here(device):
         try:
-            err = rel_l2(AtLevel(model, level, copies)(*inputs), oracle)
+            out = AtLevel(model, level, copies)(*inputs)
+            err = rel_l2(out, oracle)
         except Exception:        # no kernel at this precision here: that level is not a possible explanation
             continue
         if math.isfinite(err):
             levels[level] = err
+            if outputs is not None and err <= NEAR * max(err_ref, FLOOR):
+                outputs[level] = out
     return levels
+
+
+# A level whose cost is within NEAR times fp32's cannot be told from fp32 by the size of the error alone; there
+# the candidate's output is also compared with the level's own output (level_fingerprint). The floor is the
+# smallest reference error the magnitude rule trusts: an eighth of an ulp (an exact reference's error is 0).
+NEAR = 64.0
+FLOOR = torch.finfo(torch.float32).eps / 8
+
+
+def level_fingerprint(cand_out, ref_out, level_outs: dict, err_cand: float, err_ref: float) -> str:
+    """The level whose own output the candidate's is much closer to (a quarter of the distance or less) than
+    to the fp32 reference's, once its error is past the reference's: a library GEMM switched to TF32, or a
+    cast to half, reproduces that level's rounding almost bit for bit, whatever the size of its error."""
+    if err_cand <= 1.5 * err_ref:
+        return ""
+    to_ref = rel_l2(cand_out, ref_out)
+    near = {k: rel_l2(cand_out, out) for k, out in level_outs.items()}
+    near = {k: d for k, d in near.items() if math.isfinite(d) and d <= to_ref / 4}
+    return min(near, key=near.get) if near else ""
 
 
 def precision_class(err_cand: float, err_ref: float, levels: dict[str, float], factor: float) -> str:
     """fp32, or the reduced precision whose cost (see above) the candidate's error matches."""
-    floor = max(err_ref, torch.finfo(torch.float32).eps / 2)
+    floor = max(err_ref, FLOOR)
     if factor <= 0 or err_cand <= factor * floor:
         return "fp32"
     past = {k: v for k, v in levels.items() if v > 1.5 * floor and err_cand > math.sqrt(floor * v)}

@@ -45,8 +45,10 @@ if has build; then
   timed kb build --all --out "$RUNS" --set build.jobs="$(nproc)" | tail -8
 fi
 if has gputests; then
-  CUDA_VISIBLE_DEVICES=0 timed python3 -m pytest -m gpu -q tests/test_gpu.py > "$ART/pytest_gpu.txt" 2>&1
+  CUDA_VISIBLE_DEVICES=0 timed python3 -m pytest -m gpu -q tests/test_gpu.py --basetemp="$RUNS/pytest" \
+    > "$ART/pytest_gpu.txt" 2>&1
   tail -40 "$ART/pytest_gpu.txt"
+  (cd "$RUNS/pytest" && find . -name 'results.jsonl' | tar czf "$ART/pytest-results.tgz" -T -)   # every record
 fi
 if has calibrate; then
   CUDA_VISIBLE_DEVICES=0 timed kb calibrate $CEIL --out "$RUNS" && cp .kbench-ceilings/*.json "$ART/ceilings.json"

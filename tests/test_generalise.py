@@ -75,3 +75,28 @@ def test_a_stride_ignoring_kernel_is_specialised_and_the_bundled_one_is_not(kben
     bundled = doc["results"][0]
     assert bundled["status"] == "ok" and bundled["flags"] == [], bundled["flags"]
     assert bundled["correctness"]["variants"]["layout"]["passed"] == 1
+
+
+def test_honest_kernels_the_element_wise_bar_would_fail_pass_and_their_buggy_twins_do_not(kbench):
+    """Found on the H200 suite: heavy-tailed values make long sums cancel (an honest summation order misses the
+    element-wise bar on a few elements: passed by its norm-wise error), and a reference that spreads a NaN
+    further than the answer depends on it (0 * NaN in a masked product: the candidate may stay finite
+    there). A kernel that drops NaN where the answer does depend on it still fails special."""
+    code, doc = kbench.json("bench", "gen/long_sum", "gen/masked_prefix", *PATHS)
+    got = by_candidate(doc)
+    for name in ("sequential", "running_sum"):
+        r = got[name]
+        assert r["status"] == "ok" and r["flags"] == [], (name, r["message"], r["flags"])
+        assert all(v["passed"] == v["trials"] > 0 for v in r["correctness"]["variants"].values()), r["correctness"]
+    assert got["sequential"]["correctness"]["variants"]["values"]["normwise"] >= 1     # the element-wise bar missed
+    skip = got["skip_nan"]
+    assert skip["status"] == "incorrect" and failed_classes(skip) == {"special"}, skip["message"]
+    assert "depends on them" in skip["message"]
+
+
+def test_a_kernel_that_refuses_strided_inputs_is_specialised_not_a_runtime_error(kbench):
+    code, doc = kbench.json("check", "cpu/2", "--kernel", GEN / "kernels" / "cpu" / "2_Row_Sum_Of_Squares" /
+                            "contiguous_only.py")
+    r = doc["results"][0]
+    assert r["status"] == "ok" and [f["name"] for f in r["flags"]] == ["specialised"], (r["message"], r["flags"])
+    assert "forward raised" in r["flags"][0]["detail"] and "contiguous input expected" in r["flags"][0]["detail"]

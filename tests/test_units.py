@@ -10,7 +10,8 @@ from kernelbench_cli import stats
 from kernelbench_cli.catalog import Catalog, detect_backend, read_candidate
 from kernelbench_cli.config import load_config
 from kernelbench_cli.correctness import (check_inputs_unchanged, compare,
-                                         precision_class, precision_flag, reduced_precision_errors, rel_l2)
+                                         level_fingerprint, precision_class, precision_flag,
+                                         reduced_precision_errors, rel_l2)
 from kernelbench_cli.errors import InputError
 from kernelbench_cli.results import Correctness, Result
 
@@ -77,6 +78,9 @@ def test_rel_l2_and_precision_flag():
     assert precision_class(1.6e-5, 5.2e-8, {"fp16": 2.6e-4, "bf16": 2.1e-3}, 4.0) == "fp16"
     # a TF32 GEMM whose cost is only a few times fp32's (no ulp floor to hide under)
     assert precision_class(3.1e-7, 6.0e-8, {"tf32": 3.0e-7, "bf16": 4e-3}, 4.0) == "tf32"
+    # measured on the H200 (L2/56, cuBLAS TF32 from C++): a row sum of sigmoids averages TF32's error down to
+    # 6.5x fp32's, under 4x an ulp-sized floor; the floor is an eighth of an ulp, so this is TF32
+    assert precision_class(2.06e-7, 3.16e-8, {"tf32": 2.11e-7, "fp16": 1.4e-4, "bf16": 9.5e-4}, 4.0) == "tf32"
     assert precision_class(5e-1, 5.2e-8, levels, 4.0) == "below-bf16"
     assert precision_class(1.6e-5, 5.2e-8, levels, 0) == "fp32"            # the check switched off
     flagged = precision_flag(Correctness(oracle_err_ref=5.2e-8, oracle_err_cand=1.6e-5, max_abs_err=0.5,
@@ -88,6 +92,22 @@ def test_rel_l2_and_precision_flag():
     # half runs keep the ratio rule: 50x the reference's error and above 2 ulps of fp16
     assert precision_flag(Correctness(oracle_err_ref=1e-4, oracle_err_cand=5e-3), torch.float16, 4.0)
     assert precision_flag(Correctness(oracle_err_ref=1e-4, oracle_err_cand=2e-4), torch.float16, 4.0) is None
+
+
+def test_the_level_fingerprint_tells_a_library_switched_to_a_level_from_an_fp32_kernel():
+    """A candidate whose output is that of the reference at a level (cuBLAS with TF32 on reproduces it almost
+    bit for bit) is at that level even where its error is near fp32's; an fp32 kernel with its own rounding is
+    not, whatever its error."""
+    g = torch.Generator().manual_seed(0)
+    oracle = torch.randn(4096, generator=g, dtype=torch.float64)
+    ref = (oracle + 3e-8 * torch.randn(4096, generator=g, dtype=torch.float64)).float()
+    at_tf32 = (oracle + 2e-7 * torch.randn(4096, generator=g, dtype=torch.float64)).float()
+    switched = at_tf32 + 1e-9 * torch.randn(4096, generator=g)
+    honest = (oracle + 1e-7 * torch.randn(4096, generator=g, dtype=torch.float64)).float()
+    er = rel_l2(ref, oracle)
+    assert level_fingerprint(switched, ref, {"tf32": at_tf32}, rel_l2(switched, oracle), er) == "tf32"
+    assert level_fingerprint(honest, ref, {"tf32": at_tf32}, rel_l2(honest, oracle), er) == ""
+    assert level_fingerprint(ref.clone(), ref, {"tf32": at_tf32}, er, er) == ""
 
 
 def test_reduced_precision_errors_of_a_reference_on_the_cpu():

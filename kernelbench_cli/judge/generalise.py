@@ -12,19 +12,36 @@ get_inputs() never draws (issue 17). Derived from the reference, once per proble
   buffer is mapped into it.
 
 A variant the reference itself rejects (raises) is skipped, not failed: the harness learns what the
-reference accepts by running it. Outputs are compared as in the plain trials (NaN and Inf positions must
-match; the float64 oracle is consulted on a miss). Per class the config's `generalise` policy (error,
-warning or off) decides what a failure is, and a problem's GENERALISE list narrows the classes it supports.
+reference accepts by running it. A candidate that raises on a variant (a kernel that refuses strided inputs)
+fails that variant. Outputs are compared as in the plain trials (the float64 oracle consulted on a miss),
+with two allowances measured on the GPU suite (results/H200/, 2026-12-02):
+- values: heavy-tailed inputs make long sums cancel, and an honest kernel with another summation order then
+  misses the element-wise bar on a few elements while the reference happens to be close. A values variant
+  also passes when the candidate's norm-wise error against the oracle is of the precision class the run
+  allows (correctness.precision_class, with the reference's own costs at reduced precision on that
+  variant): as accurate as fp32 over the whole output, which a kernel wrong on the distribution is not.
+- special: where a planted value reaches an output is learnt from the reference (two runs with other,
+  finite values at the planted positions: the outputs that differ depend on them). There the candidate must
+  be non-finite where the reference is (NaN or Inf: a 3xTF32 split turns Inf into NaN) and finite and close
+  where it is finite. Where the reference is NaN but does not depend on the planted values, an artefact of
+  its algorithm (0 * NaN for masked attention weights, a Winograd tile), the candidate may be NaN too or give
+  the value the reference gives with finite values there.
+Per class the config's `generalise` policy (error, warning or off) decides what a failure is, and a
+problem's GENERALISE list narrows the classes it supports.
 Shapes (other sizes) are not run yet: they need buffers of other sizes and a ModelNew built for them in the
 candidate process.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
-from ..correctness import clone, judge, synchronize, tensors, to_device
+from ..correctness import (CLASS_RANK, clone, compare, judge, oracle_outputs, precision_class,
+                           reduced_precision_errors, rel_l2, synchronize, tensors, to_device)
 from ..layouts import permuted_view
 from ..results import Flag
+from .handle import CandidateFailed
 
 RUNNABLE = ("values", "special", "edge", "layout")
 
@@ -33,6 +50,17 @@ class Variant:
     def __init__(self, cls: str, name: str, inputs: list, ref_out, perms: list | None = None):
         self.cls, self.name, self.inputs, self.ref_out = cls, name, inputs, ref_out
         self.perms = perms      # layout: per input, the memory order of its dims (None: contiguous)
+        self.finite = None      # special: (reference output with finite values planted, dependence masks)
+        self._norm = None       # values: (oracle, reduced-precision costs), computed on the first miss
+
+    def norm_data(self, ref):
+        if self._norm is None:
+            oracle = oracle_outputs(ref.model, self.inputs, self.ref_out)
+            levels = {}
+            if oracle is not None and ref.dtype == torch.float32:
+                levels = reduced_precision_errors(ref.model, self.inputs, oracle, ref.device, ref._low_copies)
+            self._norm = (oracle, levels)
+        return self._norm
 
 
 def _layouts(inputs: list) -> list[tuple[str, list]]:
@@ -69,6 +97,23 @@ def _plant(x: torch.Tensor, values: list[float], g: torch.Generator) -> torch.Te
     return y
 
 
+def _dependence(ref, base: list, base_out, planted: list, g: torch.Generator):
+    """(base output, masks): per output tensor, where it depends on the planted positions of `planted`
+    (its non-finite entries), learnt by running the reference with other finite values there."""
+    other = []
+    for b, p in zip(base, planted):
+        if isinstance(p, torch.Tensor) and p.is_floating_point():
+            q = b.clone()
+            where = ~torch.isfinite(p)
+            q[where] = (torch.randn(q.shape, device=q.device, generator=g).to(q.dtype) * 4 + 3)[where]
+            other.append(q)
+        else:
+            other.append(p)
+    out2 = ref.run(other)
+    masks = [(a != b) | torch.isnan(a) | torch.isnan(b) for a, b in zip(tensors(base_out), tensors(out2))]
+    return base_out, masks
+
+
 def _replace(inputs: list, fn) -> list:
     """The inputs with every floating tensor (of more than one element) replaced by fn(tensor)."""
     out = []
@@ -97,6 +142,7 @@ def make_variants(ref, seed: int) -> list[Variant]:
     if "special" in wanted:
         made.append(("special", "nan", _replace(base, lambda x: _plant(x, [float("nan")], g))))
         made.append(("special", "inf", _replace(base, lambda x: _plant(x, [float("inf"), float("-inf")], g))))
+    base_out = ref.trials()[0].ref_out
     if "layout" in wanted:
         fresh = ref.inputs(seed ^ 0x1A70)
         for name, perms in _layouts(fresh):
@@ -109,9 +155,12 @@ def make_variants(ref, seed: int) -> list[Variant]:
     for cls, name, inputs, *perms in made:
         try:
             out = ref.run(inputs if perms else clone(inputs))     # (clone would make the views contiguous)
+            v = Variant(cls, name, inputs, out, perms[0] if perms else None)
+            if cls == "special":
+                v.finite = _dependence(ref, base, base_out, inputs, g)
         except Exception:        # the reference rejects it: not a variant of this problem
             continue
-        variants.append(Variant(cls, name, inputs, out, perms[0] if perms else None))
+        variants.append(v)
     return variants
 
 
@@ -141,17 +190,77 @@ def _send(s, v: Variant, op: str):
         else:
             slot.view(x.permute(perm).shape).copy_(x.permute(perm))
     synchronize(s.device)
-    reply, _ = s.cand.call({"op": op, "perms": v.perms}, s.call_timeout(), "generalisation")
+    try:
+        reply, _ = s.cand.call({"op": op, "perms": v.perms}, s.call_timeout(), "generalisation")
+    except CandidateFailed as e:
+        if e.status != "runtime-error":      # a crash, a timeout or a CUDA error ends the job
+            raise
+        return f"forward raised {e.message}"
     s.observe(reply)
     return reply
 
 
-def _verdict(s, v: Variant, reply) -> str | None:
+def _verdict(s, v: Variant, reply) -> tuple[str | None, bool]:
+    """(why the candidate's answer to v is wrong or None, whether only the norm-wise rule passed it)."""
+    if isinstance(reply, str):
+        return reply, False
     out = s.fetch(reply)
     if isinstance(out, str):
-        return out
+        return out, False
     out = out[0] if isinstance(v.ref_out, torch.Tensor) else out
-    return judge(s.ref.model, v.inputs, v.ref_out, out, s.ref.tolerance)["reason"]
+    if v.finite is not None:
+        return _special_reason(s, v, out), False
+    reason = judge(s.ref.model, v.inputs, v.ref_out, out, s.ref.tolerance)["reason"]
+    if reason is not None and v.cls == "values":
+        reason = _normwise_reason(s, v, out, reason)
+        return reason, reason is None
+    return reason, False
+
+
+def _normwise_reason(s, v: Variant, out, reason: str) -> str | None:
+    """None when the candidate's error over the whole output is of an allowed precision class (see above)."""
+    if s.cfg.precision_factor <= 0:
+        return reason
+    oracle, levels = v.norm_data(s.ref)
+    if oracle is None:
+        return reason
+    ec, er = rel_l2(out, oracle), rel_l2(v.ref_out, oracle)
+    if not (math.isfinite(ec) and math.isfinite(er)):
+        return reason
+    cls = precision_class(ec, er, levels, s.cfg.precision_factor)
+    if CLASS_RANK.get(cls, 9) <= CLASS_RANK[s.ref.precision_allowed]:
+        return None
+    return f"{reason}; norm-wise error vs fp64 {ec:.2e} is {cls}-level (the reference's: {er:.2e})"
+
+
+def _special_reason(s, v: Variant, out) -> str | None:
+    """NaN/Inf matched where the output depends on the planted values; elsewhere finite and close (above)."""
+    base_out, masks = v.finite
+    targets, cands = [], []
+    for i, (r, c, b, dep) in enumerate(zip(tensors(v.ref_out), tensors(out), tensors(base_out), masks)):
+        if not r.is_floating_point() or c.shape != r.shape:
+            targets.append(r)
+            cands.append(c)
+            continue
+        fin_r, fin_c = torch.isfinite(r), torch.isfinite(c)
+        lost = int((fin_c & ~fin_r & dep).sum())
+        if lost:
+            return f"output {i}: finite at {lost} positions where the reference is NaN/Inf and depends on them"
+        spread = int((~fin_c & fin_r).sum())
+        if spread:
+            return f"output {i}: NaN/Inf at {spread} positions where the reference is finite"
+        target = torch.where(fin_r, r, b.to(r.dtype))
+        targets.append(target)
+        cands.append(torch.where(fin_c, c, target))     # non-finite only where the reference is: allowed
+    tol = s.ref.tolerance
+    stats = compare(targets, cands, tol, tol)
+    if stats["reason"] is None:
+        return None
+    oracle, base_oracle = oracle_outputs(s.ref.model, v.inputs, v.ref_out), s.ref.trials()[0].oracle
+    if oracle is None or base_oracle is None:
+        return stats["reason"]
+    both = [torch.where(torch.isfinite(o), o, b) for o, b in zip(tensors(oracle), tensors(base_oracle))]
+    return compare(targets, cands, tol, tol, both)["reason"]
 
 
 def run(s) -> None:
@@ -165,12 +274,15 @@ def run(s) -> None:
     summary: dict[str, dict] = {}
     first: dict[str, Variant] = {}
     for v in ref.variants():
-        entry = summary.setdefault(v.cls, {"trials": 0, "passed": 0, "skipped": 0, "detail": ""})
+        entry = summary.setdefault(v.cls, {"trials": 0, "passed": 0, "skipped": 0, "detail": ""} |
+                                   ({"normwise": 0} if v.cls == "values" else {}))
         if not same_layout(v.inputs, s.in_slots.tensors):
             entry["skipped"] += 1       # other shapes need other buffers in the candidate process (not yet)
             continue
         entry["trials"] += 1
-        reason = _verdict(s, v, _send(s, v, "call"))
+        reason, by_norm = _verdict(s, v, _send(s, v, "call"))
+        if by_norm:
+            entry["normwise"] += 1
         if reason is None:
             entry["passed"] += 1
             first.setdefault(v.cls, v)
@@ -179,7 +291,7 @@ def run(s) -> None:
     if not s.job.get("aa_calibration"):
         for cls, v in first.items():
             entry = summary[cls]
-            if entry["passed"] == entry["trials"] and _verdict(s, v, _send(s, v, "ablate")) is None:
+            if entry["passed"] == entry["trials"] and _verdict(s, v, _send(s, v, "ablate"))[0] is None:
                 entry["passed"] -= 1
                 entry["detail"] = (f"{v.name} inputs: still right with the compiled results replaced by noise (the "
                                    "ablation): another path answered them, not the kernel")

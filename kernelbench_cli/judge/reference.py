@@ -13,7 +13,7 @@ import torch
 from .. import stats, trace
 from ..candidate.loading import import_file
 from ..correctness import (CLASS_RANK, DTYPES, AtLevel, construct, make_inputs, oracle_outputs,
-                           reduced_precision_errors, tensors, tf32_off)
+                           reduced_precision_errors, rel_l2, tensors, tf32_off)
 from ..results import Timing
 from ..timing import measure
 from .sides import Flush, InputFeed, LocalSide
@@ -41,9 +41,10 @@ def draw_seeds(cfg) -> dict:
 
 
 class Trial:
-    def __init__(self, inputs, ref_out, oracle, levels=None):
+    def __init__(self, inputs, ref_out, oracle, levels=None, level_outs=None):
         self.inputs, self.ref_out, self.oracle = inputs, ref_out, oracle
         self.levels: dict = levels or {}      # the reference's own error at reduced precisions (float32 runs)
+        self.level_outs: dict = level_outs or {}    # its outputs at the levels that cost about what fp32 does
 
 
 class Reference:
@@ -106,11 +107,13 @@ class Reference:
                     inputs = step("inputs", self.inputs, self.seeds["trials"] + i)
                     out = step("reference", self.run, inputs)
                     oracle = step("oracle", oracle_outputs, self.model, inputs, out)
+                    near: dict = {}
                     levels = step("reduced", reduced_precision_errors, self.model, inputs, oracle, self.device,
-                                  self._low_copies) if oracle is not None and self.dtype == torch.float32 else {}
+                                  self._low_copies, near, rel_l2(out, oracle)) \
+                        if oracle is not None and self.dtype == torch.float32 else {}
                 except Exception as e:
                     raise ProblemFailed(f"{self.path}: reference forward failed: {type(e).__name__}: {e}") from None
-                trials.append(Trial(inputs, out, oracle, levels))
+                trials.append(Trial(inputs, out, oracle, levels, near))
             self._trials = trials
             oracle_s = spent["oracle"] + spent["reduced"]
             self.phases = {"reference_s": round(time.perf_counter() - start - oracle_s, 3),

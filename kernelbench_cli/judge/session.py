@@ -18,8 +18,8 @@ import torch
 from .. import integrity, trace
 from .. import results as R
 from ..channel import SharedTensors, read_process_memory
-from ..correctness import (CLASS_RANK, Flags, check_inputs_unchanged, clone, judge, maybe_flag, precision_class,
-                           precision_flag, rel_l2, synchronize, tensors, tf32_off)
+from ..correctness import (CLASS_RANK, Flags, check_inputs_unchanged, clone, judge, level_fingerprint, maybe_flag,
+                           precision_class, precision_flag, rel_l2, synchronize, tensors, tf32_off)
 from ..environment import Nvml, environment
 from ..results import BuildInfo, Correctness, Result
 from ..timing import measure
@@ -248,6 +248,8 @@ class Session:
             if trial.oracle is not None:     # the worst trial's precision class and errors (every trial audited)
                 er, ec = rel_l2(trial.ref_out, trial.oracle), rel_l2(out, trial.oracle)
                 cls = precision_class(ec, er, trial.levels, self.cfg.precision_factor) if trial.levels else ""
+                if cls == "fp32" and self.cfg.precision_factor > 0:
+                    cls = level_fingerprint(out, trial.ref_out, trial.level_outs, ec, er) or cls
                 key = (CLASS_RANK.get(cls, 0), ec / max(er, 1e-300))
                 if worst is None or key > worst[0]:
                     worst = (key, er, ec, cls, trial.levels)

@@ -33,6 +33,10 @@ constexpr int CLUSTER = 8;     // CTAs per cluster (portable maximum)
 constexpr int TPB = 8;         // tokens per CTA
 constexpr int THREADS = 256;
 
+// max and clamp that keep NaN, as torch.max and torch.clamp do (fmaxf/fminf drop it)
+__device__ __forceinline__ float nan_max(float a, float b) { return (a > b || a != a) ? a : b; }
+__device__ __forceinline__ float nan_clamp(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
     const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(d), "l"(src));
@@ -40,14 +44,14 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
 
 __device__ __forceinline__ float block_max(float v, float* red) {
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    for (int o = 16; o > 0; o >>= 1) v = nan_max(v, __shfl_xor_sync(0xffffffffu, v, o));
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     if (lane == 0) red[warp] = v;
     __syncthreads();
     if (warp == 0) {
         v = lane < (THREADS / 32) ? red[lane] : 0.f;
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+        for (int o = 16; o > 0; o >>= 1) v = nan_max(v, __shfl_xor_sync(0xffffffffu, v, o));
         if (lane == 0) red[0] = v;
     }
     __syncthreads();
@@ -85,19 +89,19 @@ layoutmix_fakeint8_linear(const float* __restrict__ x, const float* __restrict__
     float m = 0.f;
     for (long i = beg + tid; i < end; i += THREADS) {
         const float4 v = __ldg(x4 + i);
-        m = fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+        m = nan_max(m, nan_max(nan_max(fabsf(v.x), fabsf(v.y)), nan_max(fabsf(v.z), fabsf(v.w))));
     }
     m = block_max(m, red);
     if (tid == 0) cta_max = m;
     cluster.sync();                       // partial maxima visible cluster-wide
     float gmax = 0.f;
 #pragma unroll
-    for (int r = 0; r < CLUSTER; ++r) gmax = fmaxf(gmax, *cluster.map_shared_rank(&cta_max, r));
+    for (int r = 0; r < CLUSTER; ++r) gmax = nan_max(gmax, *cluster.map_shared_rank(&cta_max, r));
     // nobody may exit before every CTA has read its neighbours' cta_max: arrive now, wait at the end
     asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
 
     // 3. scale exactly as torch: clamp_min(1e-8) then multiply by the float reciprocal of 127
-    const float scale = __fmul_rn(fmaxf(gmax, 1e-8f), 1.0f / 127.0f);
+    const float scale = __fmul_rn(nan_max(gmax, 1e-8f), 1.0f / 127.0f);
 
     // 4. build the mixed rows of this CTA's tokens
     const int tok0 = blockIdx.x * TPB;
@@ -110,7 +114,7 @@ layoutmix_fakeint8_linear(const float* __restrict__ x, const float* __restrict__
             const float l = logits[tok];
             const float a = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-l)));
             float q = rintf(__fdiv_rn(xv, scale));
-            q = fminf(fmaxf(q, -127.0f), 127.0f);
+            q = nan_clamp(q, -127.0f, 127.0f);
             const float xq = __fmul_rn(q, scale);
             v = __fadd_rn(__fmul_rn(a, xq), __fmul_rn(__fsub_rn(1.0f, a), xv));
         }
@@ -200,4 +204,4 @@ class ModelNew(nn.Module):
         self.proj = nn.Linear(dim, dim)
 
     def forward(self, x, layout_logits):
-        return _ext.layoutmix_linear(x, layout_logits, self.proj.weight, self.proj.bias)
+        return _ext.layoutmix_linear(x.contiguous(), layout_logits.contiguous(), self.proj.weight, self.proj.bias)

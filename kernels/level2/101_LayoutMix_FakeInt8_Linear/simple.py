@@ -21,17 +21,21 @@ CUDA_SRC = r"""
 
 namespace {
 
+// max and clamp that keep NaN, as torch.max and torch.clamp do (fmaxf/fminf drop it)
+__device__ __forceinline__ float nan_max(float a, float b) { return (a > b || a != a) ? a : b; }
+__device__ __forceinline__ float nan_clamp(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
 __global__ void absmax_scale(const float* __restrict__ x, long n, float* __restrict__ scale) {
     __shared__ float red[32];
     float m = 0.f;
-    for (long i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, fabsf(x[i]));
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    for (long i = threadIdx.x; i < n; i += blockDim.x) m = nan_max(m, fabsf(x[i]));
+    for (int o = 16; o > 0; o >>= 1) m = nan_max(m, __shfl_xor_sync(0xffffffffu, m, o));
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
     __syncthreads();
     if (threadIdx.x < 32) {
         m = threadIdx.x < (blockDim.x >> 5) ? red[threadIdx.x] : 0.f;
-        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-        if (threadIdx.x == 0) *scale = __fmul_rn(fmaxf(m, 1e-8f), 1.0f / 127.0f);
+        for (int o = 16; o > 0; o >>= 1) m = nan_max(m, __shfl_xor_sync(0xffffffffu, m, o));
+        if (threadIdx.x == 0) *scale = __fmul_rn(nan_max(m, 1e-8f), 1.0f / 127.0f);
     }
 }
 
@@ -47,7 +51,7 @@ __global__ void mix_linear(const float* __restrict__ x, const float* __restrict_
     for (int k = threadIdx.x; k < D; k += blockDim.x) {
         const float xv = x[(size_t)tok * D + k];
         float q = rintf(__fdiv_rn(xv, scale));
-        q = fminf(fmaxf(q, -127.0f), 127.0f);
+        q = nan_clamp(q, -127.0f, 127.0f);
         const float xq = __fmul_rn(q, scale);
         mixed[k] = __fadd_rn(__fmul_rn(a, xq), __fmul_rn(__fsub_rn(1.0f, a), xv));
     }
@@ -104,4 +108,4 @@ class ModelNew(nn.Module):
         self.proj = nn.Linear(dim, dim)
 
     def forward(self, x, layout_logits):
-        return _ext.layoutmix_linear(x, layout_logits, self.proj.weight, self.proj.bias)
+        return _ext.layoutmix_linear(x.contiguous(), layout_logits.contiguous(), self.proj.weight, self.proj.bias)

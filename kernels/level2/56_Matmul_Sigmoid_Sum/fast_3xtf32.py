@@ -284,4 +284,4 @@ class ModelNew(nn.Module):
         self.linear = nn.Linear(input_size, hidden_size)
 
     def forward(self, x):
-        return _ext.linear_sigmoid_rowsum(x, self.linear.weight, self.linear.bias)
+        return _ext.linear_sigmoid_rowsum(x.contiguous(), self.linear.weight, self.linear.bias)
