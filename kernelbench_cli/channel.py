@@ -26,6 +26,9 @@ from dataclasses import dataclass, field
 MAX_UNTRUSTED_MESSAGE = 1 << 20     # bytes a trusted reader accepts in one message from a candidate
 
 
+
+MAX_FDS = 253     # descriptors one message can carry (the kernel's SCM_MAX_FD)
+
 class ChannelClosed(EOFError):
     """The peer closed its end or died."""
 
@@ -58,7 +61,7 @@ class Channel:
         chunks, got = [], 0
         while got < n:
             if not fds and got == 0:
-                data, new_fds, _, _ = socket.recv_fds(self.sock, n, 64)
+                data, new_fds, _, _ = socket.recv_fds(self.sock, n, MAX_FDS)
                 fds.extend(new_fds)
             else:
                 data = self.sock.recv(n - got)

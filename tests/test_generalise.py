@@ -82,9 +82,9 @@ def test_honest_kernels_the_element_wise_bar_would_fail_pass_and_their_buggy_twi
     element-wise bar on a few elements: passed by its norm-wise error), and a reference that spreads a NaN
     further than the answer depends on it (0 * NaN in a masked product: the candidate may stay finite
     there). A kernel that drops NaN where the answer does depend on it still fails special."""
-    code, doc = kbench.json("bench", "gen/long_sum", "gen/masked_prefix", *PATHS)
+    code, doc = kbench.json("bench", "gen/long_sum", "gen/masked_prefix", "gen/mm_bf16", *PATHS)
     got = by_candidate(doc)
-    for name in ("sequential", "running_sum"):
+    for name in ("sequential", "running_sum", "naive"):     # (naive: bf16, many lanes: > 64 descriptors)
         r = got[name]
         assert r["status"] == "ok" and r["flags"] == [], (name, r["message"], r["flags"])
         assert all(v["passed"] == v["trials"] > 0 for v in r["correctness"]["variants"].values()), r["correctness"]
@@ -100,3 +100,22 @@ def test_a_kernel_that_refuses_strided_inputs_is_specialised_not_a_runtime_error
     r = doc["results"][0]
     assert r["status"] == "ok" and [f["name"] for f in r["flags"]] == ["specialised"], (r["message"], r["flags"])
     assert "forward raised" in r["flags"][0]["detail"] and "contiguous input expected" in r["flags"][0]["detail"]
+
+
+def test_a_tail_dropping_kernel_fails_the_shapes_class_and_the_bundled_kernel_passes_it(kbench):
+    """Shapes: the problem's module-level sizes (N = 2^22 here) changed to a prime just below and to 2^k - 1 at
+    about half, a ModelNew built for them in the candidate process. Shapes is a warning class by default."""
+    kernel = GEN / "kernels" / "cpu" / "1_Add_ReLU" / "drop_tail.py"
+    code, doc = kbench.json("check", "cpu/1", "--kernel", kernel)
+    r = doc["results"][0]
+    assert r["status"] == "ok" and [f["name"] for f in r["flags"]] == ["specialised"], (r["message"], r["flags"])
+    assert failed_classes(r) == {"shapes"} and "N=4194301" in r["flags"][0]["detail"], r["flags"]
+    code, doc = kbench.json("check", "cpu/1", "--kernel", kernel, "--set", "generalise.shapes=error")
+    assert doc["results"][0]["status"] == "incorrect"
+    code, doc = kbench.json("check", "cpu/1", "--kernel", kernel.with_name("shape_fallback.py"))
+    r = doc["results"][0]           # torch at other sizes: the variant ablation sees through it
+    assert failed_classes(r) == {"shapes"} and "ablation" in r["flags"][0]["detail"], r["flags"]
+    code, doc = kbench.json("check", "cpu/1")
+    bundled = doc["results"][0]
+    assert bundled["status"] == "ok" and bundled["flags"] == [], bundled["flags"]
+    assert bundled["correctness"]["variants"]["shapes"] == {"trials": 2, "passed": 2, "skipped": 0, "detail": ""}

@@ -119,7 +119,15 @@ class Server:
             outs = map_specs(lane["outputs"], fds[:len(lane["outputs"])], self.device)
             fds = fds[len(outs):] if self.device == "cpu" else fds
             self.lanes.append((ins, outs))
-        self.weights = map_specs(msg["weights"], fds, self.device)
+        self.weights = map_specs(msg["weights"], fds[:len(msg["weights"])], self.device)
+        fds = fds[len(self.weights):] if self.device == "cpu" else fds
+        self.shape_lanes = []       # the shapes variants' buffers: [inputs, outputs, weights, names, init args]
+        for lane in msg.get("shapes", []):
+            parts = []
+            for key in ("inputs", "outputs", "weights"):
+                parts.append(map_specs(lane[key], fds[:len(lane[key])], self.device))
+                fds = fds[len(lane[key]):] if self.device == "cpu" else fds
+            self.shape_lanes.append(parts + [lane["weight_names"], lane["init_args"]])
         self.inputs, self.outputs = self.lanes[0]
         if self.device == "cuda" and msg.get("flush_bytes"):
             self.flush = torch.empty(msg["flush_bytes"], dtype=torch.uint8, device="cuda")
@@ -142,7 +150,6 @@ class Server:
         return reply
 
     def op_load(self, msg, fds) -> Reply:
-        torch = self.torch
         weights, self.weights, self.model = self.weights, [], None
         sys.modules.pop("kbench_standin_problem", None)
         import gc
@@ -154,29 +161,41 @@ class Server:
         if failure:
             failure.build = build
             return failure
-        dtype = getattr(torch, msg["dtype"])
-        init_args = msg["init_args"]
+        self.module, self.load_msg = module, msg
         try:
-            with torch.device(self.device):
-                torch.manual_seed(msg["seed"])
-                model = module.ModelNew(*init_args)
-            model = model.to(device=self.device, dtype=dtype).eval()
+            model, how = self.construct(msg["init_args"], msg["weight_names"], weights)
         except Exception as e:
             traceback.print_exc()
             status = "bad-constructor" if isinstance(e, TypeError) else failure_status(e)
             return Reply(op="error", ok=False, status=status, build=build,
                          message=f"ModelNew(*get_init_inputs()) raised {one_line(e)}; ModelNew must take the same "
                                  "constructor arguments as Model")
-        names = msg["weight_names"]
+        self.extra = [p for p in list(model.parameters()) + list(model.buffers())]
+        self.model = model
+        del weights
+        return Reply(op="loaded", build=build, weights=how, sandbox="seccomp" if confined else "none")
+
+    def construct(self, init_args: list, names: list, weights: list):
+        """ModelNew(*init_args) under the job's seed, given the reference's weights where its state_dict has
+        the same names and shapes (else its own seeded ones): (model, how its weights were set)."""
+        torch = self.torch
+        with torch.device(self.device):
+            torch.manual_seed(self.load_msg["seed"])
+            model = self.module.ModelNew(*init_args)
+        model = model.to(device=self.device, dtype=getattr(torch, self.load_msg["dtype"])).eval()
         sd = model.state_dict()
         how = "seed" if names or sd else "none"
         if names and list(sd.keys()) == names and all(tuple(sd[k].shape) == tuple(w.shape) for k, w in zip(names, weights)):
             model.load_state_dict(dict(zip(names, weights)))
             how = "state_dict"
-        self.extra = [p for p in list(model.parameters()) + list(model.buffers())]
-        self.model = model
-        del weights
-        return Reply(op="loaded", build=build, weights=how, sandbox="seccomp" if confined else "none")
+        return model, how
+
+    def shape_model(self, k: int):
+        """The ModelNew of shapes variant k, built on its first call (a constructor error is the variant's)."""
+        lane = self.shape_lanes[k]
+        if len(lane) == 5:
+            lane.append(self.construct(lane[4], lane[3], lane[2])[0])
+        return lane[5]
 
     def _calls(self) -> int:
         return sum(self.interceptor.calls.values()) if self.interceptor else 0
@@ -190,8 +209,9 @@ class Server:
         reply = Reply(op="done")
         events = []
         with torch.no_grad():
+            model = self.model if "shape" not in msg else self.shape_model(msg["shape"])
             for pos, lane in enumerate(msg.get("lanes", [0])):
-                self.inputs, self.outputs = self.lanes[lane]
+                self.inputs, self.outputs = self.lanes[lane] if "shape" not in msg else self.shape_lanes[msg["shape"]][:2]
                 if msg.get("perms"):      # a layout trial: the same slots, viewed non-contiguously
                     self.inputs = [permuted_view(x, p, x.view([x.shape[i] for i in p]) if p else None)
                                    for x, p in zip(self.inputs, msg["perms"])]
@@ -200,18 +220,19 @@ class Server:
                 if self.device == "cuda":
                     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                     start.record()
-                    out = self.model(*self.inputs)
+                    out = model(*self.inputs)
                     end.record()
                     events.append((start, end))
                 else:
                     t0 = time.perf_counter_ns()
-                    out = self.model(*self.inputs)
+                    out = model(*self.inputs)
                     reply.times.append((time.perf_counter_ns() - t0) / 1e6)
                 reply.each.append(self._deliver(out, lane))
                 del out
             if self.device == "cuda":
                 torch.cuda.synchronize()
                 reply.times = [s.elapsed_time(e) for s, e in events]
+        self.inputs, self.outputs = self.lanes[0]       # (after a shapes call: what profiling runs on)
         reply.calls = self._calls()
         return reply
 
@@ -252,7 +273,8 @@ class Server:
             return Reply(op="done")
         self.interceptor.ablation["on"] = True
         try:
-            return self.op_call({"lanes": [0], "perms": msg.get("perms")}, fds)
+            return self.op_call({"lanes": [0], "perms": msg.get("perms")} |
+                                ({"shape": msg["shape"]} if "shape" in msg else {}), fds)
         finally:
             self.interceptor.ablation["on"] = False
 

@@ -17,7 +17,7 @@ import torch
 
 from .. import integrity, trace
 from .. import results as R
-from ..channel import SharedTensors, read_process_memory
+from ..channel import MAX_FDS, SharedTensors, read_process_memory
 from ..correctness import (CLASS_RANK, Flags, check_inputs_unchanged, clone, judge, level_fingerprint, maybe_flag,
                            precision_class, precision_flag, rel_l2, synchronize, tensors, tf32_off)
 from ..environment import Nvml, environment
@@ -99,14 +99,19 @@ class Session:
         weights = SharedTensors(list(state.values()), self.device)
         for slot, w in zip(weights.tensors, state.values()):
             slot.copy_(w)
+        shapes = self.map_shapes()
         synchronize(self.device)
-        fds = [fd for ins, outs in self.lanes for fd in ins.fds + outs.fds] + weights.fds
+        fds = [fd for ins, outs in self.lanes for fd in ins.fds + outs.fds] + weights.fds + \
+            [fd for lane in self.shape_lanes for part in lane for fd in part.fds]
         flush = self.flush.buf.numel() if self.flush.buf is not None else 0
         mapped, _ = cand.call({"op": "map", "lanes": [{"inputs": i.specs, "outputs": o.specs} for i, o in self.lanes],
                                "weights": weights.specs, "problem_path": ref.path, "init_args": ref.init_args,
                                "seed": ref.seeds["init"], "dtype": self.cfg.dtype, "weight_names": list(state.keys()),
-                               "flush_bytes": flush}, self.call_timeout(), "start", expect="mapped", fds=fds)
+                               "flush_bytes": flush, "shapes": shapes}, self.call_timeout(), "start", expect="mapped",
+                              fds=fds)
         weights.close()
+        for lane in self.shape_lanes:
+            lane[2].close()
         trace.mark("judge", f"mapped {self.batch} lane(s)")
         spans = [(int(a), int(b)) for a, b in mapped.addresses]   # said before candidate code existed
         per = len(self.in_slots.tensors)
@@ -153,6 +158,11 @@ class Session:
         ref_ms = (time.perf_counter() - t0) / 3 * 1e3
         lane_bytes = sum(t.numel() * t.element_size() for t in tensors(trial.inputs) + tensors(trial.ref_out))
         by_memory = max(1, LANE_MEMORY_BYTES // max(lane_bytes, 1))
+        if self.device == "cpu":      # every CPU buffer is a descriptor of the map message (channel.MAX_FDS)
+            fixed = len(self.ref.model.state_dict()) + sum(len(tensors(v.inputs)) + len(tensors(v.ref_out)) +
+                                                           len(v.model.state_dict()) for v in self.shape_variants())
+            per_lane = len(tensors(trial.inputs)) + len(tensors(trial.ref_out))
+            by_memory = max(1, min(by_memory, (MAX_FDS - fixed) // max(per_lane, 1)))
         want = max(self.cfg.timing.samples_per_round, math.ceil(BATCH_TARGET_MS / max(ref_ms, 1e-3)))
         return int(max(1, min(want, BATCH_MAX, by_memory)))
 
@@ -169,6 +179,26 @@ class Session:
                     seen.setdefault(address, (pos, i))
         return None
 
+    def map_shapes(self) -> list[dict]:
+        """Buffers for the shapes variants (judge/generalise.py), mapped with the job's: per variant its inputs,
+        output slots and the weights of the reference built at its sizes."""
+        self.shape_lanes, specs = [], []
+        for v in self.shape_variants():
+            state = v.model.state_dict()
+            lane = (SharedTensors(tensors(v.inputs), self.device), SharedTensors(tensors(v.ref_out), self.device),
+                    SharedTensors(list(state.values()), self.device))
+            for slot, x in zip(lane[0].tensors + lane[2].tensors, tensors(v.inputs) + list(state.values())):
+                slot.copy_(x)
+            self.shape_lanes.append(lane)
+            specs.append({"inputs": lane[0].specs, "outputs": lane[1].specs, "weights": lane[2].specs,
+                          "weight_names": list(state.keys()), "init_args": v.init_args})
+        return specs
+
+    def shape_variants(self) -> list:
+        if not generalise.classes_for(self.ref.problem, self.cfg):
+            return []
+        return [v for v in self.ref.variants() if v.cls == "shapes"]
+
     @staticmethod
     def _check_reply(reply, pos: int = 0) -> str | None:
         if pos >= len(reply.each) or len(reply.each[pos]) != 2:
@@ -182,13 +212,13 @@ class Session:
                 return f"output {i} shares memory with {alias}"
         return mismatch or None
 
-    def fetch(self, reply, pos: int = 0, lane: int = 0):
+    def fetch(self, reply, pos: int = 0, lane: int = 0, out_slots=None):
         """The outputs of call `pos` of a batch (run on `lane`) as tensors of this process, taken while the
         candidate is frozen; or why they cannot be. CUDA: the lane's output slots it copied into. CPU: read
         straight from its memory (channel.read_process_memory) at the address it gave, so no copy runs in
         its witnessed time."""
         bad = self._check_reply(reply, pos)
-        out_slots = self.lanes[lane][1]
+        out_slots = out_slots or self.lanes[lane][1]
         if bad or self.device == "cuda":
             return bad or clone(out_slots.tensors)
         outs = []

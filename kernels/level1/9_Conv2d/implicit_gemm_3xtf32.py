@@ -38,7 +38,11 @@ CUDA_SRC = r"""
 // ---- 3xTF32 building blocks (as in level2/2) ---------------------------------------------
 // x = hi + lo with hi = tf32(x) (round to nearest) and lo = tf32(x - hi); a*b is then
 // hi*hi + hi*lo + lo*hi, dropping only lo*lo (~2^-22 relative), i.e. fp32-level accuracy.
-__device__ __forceinline__ uint32_t to_tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+    // NaN stays NaN: the GPU's canonical NaN (0x7fffffff) would carry into the sign bit and round to -0
+    const uint32_t u = __float_as_uint(x);
+    return ((u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u) : u + 0x1000u) & 0xffffe000u;
+}
 __device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
     hi = to_tf32(x);
     lo = to_tf32(x - __uint_as_float(hi));  // x - hi is exact in fp32

@@ -45,7 +45,11 @@ static_assert(BK % 16 == 0 && MT >= 1 && NT >= 1, "tiling");
 // hi = tf32(x) rounded to nearest (integer add on the 13 dropped bits, then mask; inputs finite),
 // lo = x - hi (exact in fp32). LO_ROUND also rounds lo to tf32; otherwise the tensor core ignores
 // lo's 13 low bits (truncation of a value already < 2^-11 |x|).
-__device__ __forceinline__ uint32_t tf32_rn(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
+__device__ __forceinline__ uint32_t tf32_rn(float x) {
+    // NaN stays NaN: the GPU's canonical NaN (0x7fffffff) would carry into the sign bit and round to -0
+    const uint32_t u = __float_as_uint(x);
+    return ((u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u) : u + 0x1000u) & 0xffffe000u;
+}
 __device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
     hi = tf32_rn(x);
     const float r = x - __uint_as_float(hi);

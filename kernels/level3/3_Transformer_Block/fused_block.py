@@ -29,7 +29,11 @@ CUDA_SRC = r"""
 // hi*hi + hi*lo + lo*hi, dropping only lo*lo (~2^-22 relative), i.e. fp32-level accuracy.
 // Round to nearest (ties away) on the 13 dropped mantissa bits with integer ops: cheaper than
 // cvt.rna.tf32.f32 (which also checks for inf; inputs here are finite). Measured 1.12x on L2/1.
-__device__ __forceinline__ uint32_t to_tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+    // NaN stays NaN: the GPU's canonical NaN (0x7fffffff) would carry into the sign bit and round to -0
+    const uint32_t u = __float_as_uint(x);
+    return ((u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u) : u + 0x1000u) & 0xffffe000u;
+}
 __device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
     hi = to_tf32(x);
     lo = to_tf32(x - __uint_as_float(hi));  // x - hi is exact in fp32
