@@ -198,14 +198,19 @@ def static_flags(source: str, filename: str = "<candidate>") -> list[Flag]:
 # hand-over term absorbs the stand-in's model error: honest H200 kernels showed 0.08-0.16 ms per call more
 # than the stand-in (results/H200/witness-20261201.txt), so today's bound on the H200 is ~0.15-0.25 ms per
 # call: a lie that large is caught (a clock 10x slow on kernels from ~0.3 ms), a smaller one is not yet.
-WITNESS_RATIO = 0.10
+# Per device: on the H200 host (16 cores) the witness sees honest calls within ~10% of their own clock. On a
+# 2-core CPU box the judge, the candidate and its intra-op threads share the cores, and honest sub-ms CPU calls
+# showed up to ~0.5x of a call unaccounted for (tests/test_generalise.py fixtures, 2026-12-02, several runs),
+# more than the stand-in's hand-over spread predicts; there a lie must exceed ~1.6x (the CPU exploits lie
+# 10x: tests/adversarial clock_swap_cpp, timer_tamper).
+WITNESS_RATIO = {"cuda": 0.10, "cpu": 0.6}
 WITNESS_HANDOVER = 0.5
 WITNESS_MARGIN_MS = 0.05
 WITNESS_NOISE = 4.0
 
 
 def check_witness(reported: list[float], witness: list[float], sizes: list[int], handover_ms: float,
-                  spread_ms: float) -> Flag | None:
+                  spread_ms: float, device: str = "cuda") -> Flag | None:
     """Per witnessed batch of n calls: its claimed total, the witness, n. The hand-over and its noise are
     per batch, so spread over n calls each."""
     if not reported:
@@ -214,7 +219,7 @@ def check_witness(reported: list[float], witness: list[float], sizes: list[int],
     med = per_call[len(per_call) // 2]
     claimed = sorted(r / n for r, n in zip(reported, sizes))[len(reported) // 2]
     n = sorted(sizes)[len(sizes) // 2]
-    allowed = WITNESS_RATIO * claimed + (WITNESS_HANDOVER * handover_ms
+    allowed = WITNESS_RATIO.get(device, 0.10) * claimed + (WITNESS_HANDOVER * handover_ms
                                          + max(WITNESS_MARGIN_MS, WITNESS_NOISE * spread_ms)) / n
     if med > allowed:
         return flag("timer-tampered", f"the candidate reported {claimed:.4f} ms per call but the witness saw "

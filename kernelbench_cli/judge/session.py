@@ -340,7 +340,7 @@ class Session:
         timing.handover_spread_ms = round(self.handover_spread, 4)
         r.timing = timing
         self.flags.add(integrity.check_witness(remote.reported, remote.witness, remote.sizes, self.handover_ms,
-                                               self.handover_spread))
+                                               self.handover_spread, self.device))
         self.flags.add(self.late_work())
         self.phase("timing_s", t)
         self.roofline()
