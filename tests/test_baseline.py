@@ -151,6 +151,9 @@ def test_baseline_key_names_the_machine_and_stack():
 def test_compare_section_of_the_config_and_the_rerun_config():
     cfg = load_config(ROOT / "configs" / "ci.yaml")
     assert cfg.compare.tau == 0.05 and cfg.compare.rerun_rounds_factor == 3
+    # stricter generalisation than the default (layout an error), the other classes merged from the default
+    assert cfg.generalise["layout"] == "error" and cfg.generalise["values"] == "error"
+    assert cfg.generalise["shapes"] == "warning"
     more = rerun_config(cfg)
     assert (more.timing.min_rounds, more.timing.max_rounds) == (3 * cfg.timing.min_rounds, 3 * cfg.timing.max_rounds)
     assert more.timing.budget_s == 3 * cfg.timing.budget_s and cfg.timing.budget_s == 15   # original untouched
