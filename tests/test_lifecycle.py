@@ -51,6 +51,25 @@ def alive(pid: int) -> bool:
         return False
 
 
+def wait_for(proc: subprocess.Popen, marker: str, timeout: float, why: str) -> set[int]:
+    """kbench's process tree once a live process in it has `marker` in its command line."""
+    deadline, tree = time.time() + timeout, set()
+    while time.time() < deadline:
+        tree |= descendants(proc.pid)
+        if any(marker in cmdline(p) for p in tree if alive(p)):
+            return tree
+        time.sleep(0.1)
+    proc.kill()
+    pytest.fail(why)
+
+
+def assert_gone_within_5_s(tree: set[int]) -> None:
+    gone_by = time.time() + 5
+    while time.time() < gone_by and any(alive(p) for p in tree):
+        time.sleep(0.1)
+    assert not [(p, cmdline(p)) for p in tree if alive(p)]
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_a_stopped_kbench_leaves_no_process_behind(sig, build_cache, tmp_path):
     env = dict(os.environ, KBENCH_CACHE_DIR=str(build_cache), PYTHONPATH=str(ROOT))
@@ -58,24 +77,13 @@ def test_a_stopped_kbench_leaves_no_process_behind(sig, build_cache, tmp_path):
                              "--device", "cpu", "--config", str(TEST_CONFIG), "--out", str(tmp_path / "runs"),
                              "--set", "timeouts.run_s=300"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    deadline, tree = time.time() + 300, set()
-    while time.time() < deadline:      # until the job's candidate is up under the judge
-        tree |= descendants(proc.pid)
-        if any("kernelbench_cli.candidate run" in cmdline(p) for p in tree if alive(p)):
-            break
-        time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.fail("the job's candidate process never started")
+    tree = wait_for(proc, "kernelbench_cli.candidate run", 300, "the job's candidate process never started")
     time.sleep(3.0)                    # inside the hanging forward
     tree |= descendants(proc.pid)
     assert any("kernelbench_cli.judge" in cmdline(p) for p in tree)
     os.kill(proc.pid, sig)
     out, errs = proc.communicate(timeout=30)
-    gone_by = time.time() + 5
-    while time.time() < gone_by and any(alive(p) for p in tree):
-        time.sleep(0.1)
-    assert not [(p, cmdline(p)) for p in tree if alive(p)]
+    assert_gone_within_5_s(tree)
     if sig == signal.SIGINT:
         assert proc.returncode == 130
         line = errs.strip().splitlines()[-1]
@@ -93,20 +101,9 @@ def test_a_kbench_stopped_mid_build_leaves_no_compiler_behind(sig, tmp_path):
                              "--kernel", str(ROOT / "kernels" / "cpu" / "1_Add_ReLU" / "fused.py"),
                              "--out", str(tmp_path / "runs")], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    deadline, tree = time.time() + 120, set()
-    while time.time() < deadline:
-        tree |= descendants(proc.pid)
-        if any("cc1plus" in cmdline(p) for p in tree if alive(p)):
-            break
-        time.sleep(0.1)
-    else:
-        proc.kill()
-        pytest.fail("no compiler started")
+    tree = wait_for(proc, "cc1plus", 120, "no compiler started")
     time.sleep(0.5)
     tree |= descendants(proc.pid)
     os.kill(proc.pid, sig)
     proc.communicate(timeout=30)
-    gone_by = time.time() + 5
-    while time.time() < gone_by and any(alive(p) for p in tree):
-        time.sleep(0.1)
-    assert not [(p, cmdline(p)) for p in tree if alive(p)]
+    assert_gone_within_5_s(tree)
