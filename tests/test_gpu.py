@@ -37,7 +37,7 @@ def test_cuda_batch_failures_and_exploits(kbench):
     assert code == 1
 
 
-@pytest.mark.xfail(strict=False, reason="open (issue 15; caught in 1 of 2 runs on 2026-12-02): the witness resolves ~0.15-0.25 ms per "
+@pytest.mark.xfail(strict=False, reason="open (issue 15; caught in 1 of 4 runs on 2026-12-02): the witness resolves ~0.15-0.25 ms per "
                                        "call; a 10x event-clock lie on a 0.02 ms kernel hides 0.018 ms")
 def test_an_event_clock_lie_on_a_short_kernel_is_caught(kbench):
     code, doc = kbench.json("check", "cpu/1", "--device", "cuda", "--kernel",
