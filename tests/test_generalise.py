@@ -21,8 +21,11 @@ def test_each_bug_fails_its_class_and_its_twin_passes(kbench):
     assert leaky["status"] == "incorrect" and "values" in failed_classes(leaky), leaky["message"]  # (-inf too)
     assert "generalisation" in {f["name"] for f in leaky["flags"]} and "values:" in leaky["message"]
     assert str(leaky["seeds"]["variants"]) in leaky["message"]       # how to replay it
-    away = got["round_away"]        # random inputs never land on a tie: only the problem's edge inputs do
-    assert away["status"] == "incorrect" and failed_classes(away) == {"edge"}, away["message"]
+    away = got["round_away"]        # the plain trials' inputs never land on a tie: the problem's edge inputs do
+    assert away["correctness"]["passed"] == away["correctness"]["trials"], away["message"]
+    # (the heavy values reach magnitudes where floats are spaced by 0.5, so they may land on a tie too: by chance)
+    assert away["status"] == "incorrect", away["message"]
+    assert "edge" in failed_classes(away) and failed_classes(away) <= {"edge", "values"}, away["message"]
     for twin in ("honest_relu", "round_even"):
         r = got[twin]
         assert r["status"] == "ok" and r["flags"] == [], (twin, r["message"], r["flags"])
