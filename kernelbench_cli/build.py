@@ -87,6 +87,15 @@ def cache_dir(cfg) -> str:
     return str(Path(os.environ.get("KBENCH_CACHE_DIR") or cfg.build.cache_dir).expanduser())
 
 
+def job_build(built, ran):
+    """The BuildInfo a job reports: the build phase's (it saw the real compile or cache hit), with the Triton
+    kernel records of the run, which say what ran (e.g. the config autotuning chose)."""
+    jit = [x for x in ran.extensions if x.get("backend") == "triton"]
+    if jit:
+        built.extensions = [x for x in built.extensions if x.get("backend") != "triton"] + jit
+    return built
+
+
 # --- build records: the parent skips the build process for a candidate built before ---------------------
 
 RECORD_VERSION = 2
@@ -124,13 +133,15 @@ def recorded_build(root: str, key: str | None) -> dict | None:
     try:
         info = json.loads((Path(root) / "records" / f"{key}.json").read_text())
         exts = info["extensions"]
-        if not all((Path(root) / f"{x['name']}-{x['key']}" / "kbench.ok").exists() for x in exts):
+        if not all((Path(root) / f"{x['name']}-{x['key']}" / "kbench.ok").exists() for x in exts
+                   if x.get("backend") != "triton"):      # (Triton kernels live in Triton's own cache)
             return None
         if any(_digest(path) != digest for path, digest in info["sources"].items()):
             return None       # a file the candidate's import read has changed since (or is gone)
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return {"status": "cached" if exts else "none", "seconds": 0.0, "log": "",
+    jit = info.get("status") in ("jit", "interpreted")          # (Triton: nothing was compiled ahead)
+    return {"status": (info["status"] if jit else "cached") if exts else "none", "seconds": 0.0, "log": "",
             "extensions": [dict(x, cached=True, seconds=0.0) for x in exts]}
 
 
@@ -146,7 +157,7 @@ def record_build(root: str, key: str | None, build: dict) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
         with os.fdopen(fd, "w") as f:
-            json.dump({"extensions": build.get("extensions", []),
+            json.dump({"extensions": build.get("extensions", []), "status": build.get("status", "cached"),
                        "sources": {p: _digest(p) for p in build.get("sources", [])}}, f)
         os.replace(tmp, folder / f"{key}.json")
     except OSError:

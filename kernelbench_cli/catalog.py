@@ -11,6 +11,7 @@ import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import backends
 from .errors import InputError
 
 PROBLEM_NAMES = ("Model", "get_inputs", "get_init_inputs")
@@ -35,11 +36,12 @@ class Problem:
 class Candidate:
     path: Path
     name: str
-    backend: str              # cuda | cpu | triton | torch (no compiled code found)
+    backend: str              # cuda | cpu | triton | torch (no compiled code found): backends.REGISTRY
     file_error: str = ""      # what is wrong with the file itself (e.g. no ModelNew); reported, not run
+    uses: tuple = ()          # every backend the file uses (their hooks go into the candidate process)
 
     def runs_on(self, device: str) -> bool:
-        return self.backend == "torch" or (self.backend == "cpu") == (device == "cpu")
+        return device in backends.BY_NAME[self.backend].devices
 
 
 def _top_level_names(tree: ast.Module) -> set[str]:
@@ -74,33 +76,8 @@ def check_problem_file(path: Path) -> None:
 
 
 def detect_backend(tree: ast.Module) -> str:
-    """cuda if a load_inline/load call gets CUDA sources, cpu if only C++ ones, triton if it imports triton.
-
-    A module constant BACKEND = "cuda" | "cpu" | "triton" overrides the guess.
-    """
-    for node in tree.body:
-        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "BACKEND" for t in node.targets)
-                and isinstance(node.value, ast.Constant) and node.value.value in ("cuda", "cpu", "triton")):
-            return node.value.value
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            fn = node.func
-            fname = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
-            if fname == "load_inline":
-                found.add("cuda" if any(k.arg == "cuda_sources" for k in node.keywords) or len(node.args) > 2
-                          else "cpu")
-            elif fname == "load":
-                cu = any(isinstance(c, ast.Constant) and str(c.value).endswith(".cu") for c in ast.walk(node))
-                found.add("cuda" if cu else "cpu")
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            if any(m.split(".")[0] == "triton" for m in mods):
-                found.add("triton")
-    for backend in ("cuda", "triton", "cpu"):
-        if backend in found:
-            return backend
-    return "torch"
+    """The candidate's backend (backends.REGISTRY: cuda, triton, cpu; torch if none is found)."""
+    return backends.detect(tree)[0]
 
 
 def read_candidate(path: Path) -> Candidate:
@@ -113,7 +90,8 @@ def read_candidate(path: Path) -> Candidate:
         return Candidate(path, path.stem, "torch", f"syntax error at line {e.lineno}: {e.msg}")
     error = "" if "ModelNew" in _top_level_names(tree) else \
         "defines no ModelNew; a candidate needs class ModelNew(nn.Module) taking Model's constructor arguments"
-    return Candidate(path, path.stem, detect_backend(tree), error)
+    backend, uses = backends.detect(tree)
+    return Candidate(path, path.stem, backend, error, uses)
 
 
 class Catalog:

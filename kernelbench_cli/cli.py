@@ -12,8 +12,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from . import backends, scale
 from . import results as R
-from . import scale
 from .catalog import Catalog, read_candidate
 from .config import load_config
 from .errors import InputError
@@ -51,7 +51,7 @@ def _setup(config, device, out, sets, baselines: str | None = None, scaled: dict
 def _run(cfg, device, jobs, skipped, as_json: bool, title: str, build_only: bool = False, store=None) -> list:
     out = err if as_json else Console()
     if skipped:
-        err.print(f"skipped {len(skipped)} candidate(s) not for device {device}: " + "; ".join(skipped[:5])
+        err.print(f"skipped {len(skipped)} candidate(s) that cannot run here: " + "; ".join(skipped[:5])
                   + (" ..." if len(skipped) > 5 else ""), highlight=False)
     if not jobs:
         raise InputError(f"nothing to run on {device}: no matching candidates (kernels under {cfg.paths.kernels}/"
@@ -90,6 +90,9 @@ def check(problem: str = typer.Argument(..., help="Path, stem (56_Matmul_Sigmoid
         if not cand.runs_on(dev):
             raise InputError(f"{k}: a {cand.backend} candidate cannot run on device {dev}; "
                              f"use --device {'cpu' if cand.backend == 'cpu' else 'cuda'}")
+        missing = backends.BY_NAME[cand.backend].missing()
+        if missing:
+            raise InputError(f"{k}: a {cand.backend} candidate, but {missing}")
     jobs, skipped = plan(catalog, [prob], kernel, dev)
     results = _run(cfg, dev, jobs, skipped, json, f"check {prob.key}")
     bad_input = [r for r in results if r.status in R.INPUT_ERRORS]

@@ -28,6 +28,8 @@ TIMEOUT = "timeout"                  # worker exceeded its wall-clock limit and 
 INTEGRITY = "integrity"              # outputs matched but an integrity check failed (see flags)
 PROBLEM_ERROR = "problem-error"      # the reference itself failed (Model(), get_inputs() or forward raised)
 
+INTERPRETED = "interpreted — not a speed"    # Timing.note of a backend run in an interpreter (Triton on the CPU)
+
 # Statuses caused by a malformed file rather than by a kernel: `check` exits 2 on these.
 INPUT_ERRORS = (MISSING_MODELNEW, BAD_CONSTRUCTOR, PROBLEM_ERROR)
 
@@ -89,6 +91,7 @@ class Timing:
     handover_spread_ms: float | None = None   # the hand-over's noise: robust standard deviation (MAD)
     checked_calls: int = 0              # timed calls whose outputs were compared with the reference (in secret)
     batch: int = 0                      # candidate calls per witnessed hand-over (and samples per round)
+    note: str = ""              # why this job has no speed (INTERPRETED): left out of speedups and the gate
 
 
 @dataclass
@@ -121,6 +124,11 @@ class Result:
     @property
     def correct(self) -> bool:
         return self.status == OK
+
+    @property
+    def speed(self) -> bool:
+        """A job whose times may be a speed (not an interpreted one): what speedup summaries count."""
+        return not self.timing.note
 
     @property
     def job_id(self) -> str:

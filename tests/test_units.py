@@ -153,6 +153,15 @@ def test_backend_detection(tmp_path):
     assert detect_backend(ast.parse("import triton\n")) == "triton"
     assert detect_backend(ast.parse("x = 1\n")) == "torch"
     assert detect_backend(ast.parse("BACKEND = 'cuda'\nload_inline('a', [s])")) == "cuda"
+    # the registry: the first backend found names the candidate; every one found installs its hook
+    from kernelbench_cli import backends
+    assert backends.detect(ast.parse("import triton\nload_inline('a', [s])")) == ("triton", ("triton", "cpu"))
+    assert backends.detect(ast.parse("from triton import language\nBACKEND = 'cpu'")) == ("cpu", ("triton",))
+    assert backends.interpreted("triton", "cpu") and not backends.interpreted("triton", "cuda")
+    assert not backends.interpreted("cpu", "cpu")
+    t = tmp_path / "t.py"
+    t.write_text("import triton\nclass ModelNew: pass\n")
+    assert read_candidate(t).runs_on("cpu") and read_candidate(t).runs_on("cuda")
     f = tmp_path / "c.py"
     f.write_text("def f(:\n")
     assert "syntax error" in read_candidate(f).file_error

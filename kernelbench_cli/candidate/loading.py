@@ -65,6 +65,18 @@ def _bytes(t: torch.Tensor) -> torch.Tensor:
     return t.detach().reshape(-1).view(torch.uint8)
 
 
+def ablated(fn, args, kwargs):
+    """fn(*args, **kwargs) with its result replaced by noise. Results written into arguments (out-parameters,
+    a Triton kernel's pointers) are results too: noise over every floating argument the call changed, so an
+    honest out= kernel is not mistaken for one doing nothing."""
+    before = [(t, _bytes(t).clone()) for t in _float_tensors(args, kwargs)]
+    out = fn(*args, **kwargs)
+    for t, old in before:
+        if not torch.equal(_bytes(t), old):
+            t.copy_(noise_like(t))
+    return noise_like(out)
+
+
 class CountingModule:
     """Stands in for a compiled extension module; counts calls into its exported functions. While
     `ablation["on"]`, each call still runs but returns noise_like(its result): if the forward's output is
@@ -84,16 +96,7 @@ class CountingModule:
 
             def counted(*args, **kwargs):
                 counts[key] += 1
-                if not ablation["on"]:
-                    return value(*args, **kwargs)
-                # results written into arguments (out-parameters) are results too: noise over every floating
-                # argument the call changed, so an honest out= kernel is not mistaken for one doing nothing
-                before = [(t, _bytes(t).clone()) for t in _float_tensors(args, kwargs)]
-                out = value(*args, **kwargs)
-                for t, old in before:
-                    if not torch.equal(_bytes(t), old):
-                        t.copy_(noise_like(t))
-                return noise_like(out)
+                return ablated(value, args, kwargs) if ablation["on"] else value(*args, **kwargs)
             counted.__name__ = attr
             self._wrapped[attr] = counted
         return self._wrapped[attr]

@@ -34,11 +34,15 @@ def failure_status(e: BaseException) -> str:
     return "cuda-error" if "CUDA error" in str(e) or type(e).__name__ == "AcceleratorError" else "runtime-error"
 
 
-def import_candidate(path: str, cache_dir: str, verbose: bool, compile: bool):
-    """(module or None, BuildInfo dict, failure Reply or None, interceptor)."""
+def import_candidate(msg: dict, compile: bool):
+    """(module or None, BuildInfo dict, failure Reply or None, interceptor). Every backend the candidate uses
+    (msg "backends", read from its file by the parent) installs its hook first; the load_inline one always."""
+    from ..backends import BY_NAME
     from .loading import BuildFailed, BuildInterceptor, import_file
-    interceptor = BuildInterceptor(cache_dir, verbose, compile=compile)
-    interceptor.install()
+    path, cache_dir = msg["candidate_path"], msg["cache_dir"]
+    interceptor = BuildInterceptor(cache_dir, msg.get("verbose", False), compile=compile)
+    for name in dict.fromkeys(["cpu"] + list(msg.get("backends", []))):
+        BY_NAME[name].install(interceptor, os.environ.get("KBENCH_DEVICE", "cpu"), cache_dir)
     start = time.perf_counter()
     module, error = None, None
     try:
@@ -49,9 +53,11 @@ def import_candidate(path: str, cache_dir: str, verbose: bool, compile: bool):
         traceback.print_exc()
         error = e
     exts = interceptor.extensions
+    built = [x for x in exts if x["backend"] != "triton"]     # Triton kernels compile at their first launch
     build = {"extensions": exts, "seconds": round(time.perf_counter() - start, 3),
-             "status": "failed" if interceptor.failure else "none" if not exts
-             else "cached" if all(x["cached"] for x in exts) else "built", "log": ""}
+             "status": "failed" if interceptor.failure else "cached" if built and all(x["cached"] for x in built)
+             else "built" if built else ("interpreted" if os.environ.get("TRITON_INTERPRET") == "1" else "jit")
+             if exts else "none", "log": ""}
     if interceptor.failure:
         build["log"] = interceptor.failure[-LOG_TAIL:]
         print(interceptor.failure, file=sys.stderr)
@@ -156,8 +162,7 @@ class Server:
         gc.collect()            # the stand-in is gone before candidate code could look for it
         confined = sandbox.confine()
         sys.dont_write_bytecode = True
-        module, build, failure, self.interceptor = import_candidate(msg["candidate_path"], msg["cache_dir"],
-                                                                    msg.get("verbose", False), compile=False)
+        module, build, failure, self.interceptor = import_candidate(msg, compile=False)
         if failure:
             failure.build = build
             return failure
@@ -273,10 +278,12 @@ class Server:
             return Reply(op="done")
         self.interceptor.ablation["on"] = True
         try:
-            return self.op_call({"lanes": [0], "perms": msg.get("perms")} |
-                                ({"shape": msg["shape"]} if "shape" in msg else {}), fds)
+            reply = self.op_call({"lanes": [0], "perms": msg.get("perms")} |
+                                 ({"shape": msg["shape"]} if "shape" in msg else {}), fds)
         finally:
             self.interceptor.ablation["on"] = False
+        reply.build = {"extensions": self.interceptor.extensions}   # by now with what ran (e.g. autotune configs)
+        return reply
 
     def op_profile(self, msg, fds) -> Reply:
         """One call on lane 0, profiled: the share of its time in the candidate's own code (attribution.py)."""
@@ -315,13 +322,15 @@ def read_sources(opened: set, cache_dir: str) -> list[str]:
     """The files the candidate's import read (by Python's audit hook), minus the interpreter's and torch's own
     files and the build cache: what a build record must check is unchanged (a candidate may load its
     sources from anywhere, e.g. a shared .cu two folders up)."""
-    skip = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+    own = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))       # kbench itself (e.g. backends/)
+    skip = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, own,
                                                         os.path.expanduser(cache_dir), "/proc", "/sys", "/dev")}
                  | {os.path.realpath(p) + os.sep for p in sys.path if "-packages" in p})
     out = []
     for p in opened:
         real = os.path.realpath(p)
-        if not real.startswith(skip) and not real.endswith(".pyc") and os.path.isfile(real):
+        if not real.startswith(skip) and not real.endswith(".pyc") and os.path.isfile(real) \
+                and not any(part.endswith((".egg-info", ".dist-info")) for part in real.split(os.sep)):
             out.append(real)
     return sorted(out)
 
@@ -336,8 +345,7 @@ def build_main() -> int:
     opened: set = set()
     sys.addaudithook(lambda event, args: opened.add(os.path.abspath(args[0]))
                      if event == "open" and isinstance(args[0], str) else None)
-    _, build, failure, _ = import_candidate(msg["candidate_path"], msg["cache_dir"], msg.get("verbose", False),
-                                            compile=True)
+    _, build, failure, _ = import_candidate(msg, compile=True)
     reply = failure or Reply(op="built")
     build["sources"] = read_sources(opened, msg["cache_dir"])
     reply.build = build

@@ -67,6 +67,7 @@ class JobRecord:
     cand_ms: float | None = None
     rounds: int = 0
     round_ratios: list = field(default_factory=list)  # per-round ref/cand speedups
+    note: str = ""                   # why there is no speed (e.g. interpreted)
     ref_rounds_ms: list = field(default_factory=list)
     cand_rounds_ms: list = field(default_factory=list)
     wall_s: float = 0.0
@@ -91,7 +92,7 @@ class JobRecord:
                    flags=[{"name": f.name, "severity": f.severity, "detail": f.detail} for f in r.flags],
                    speedup=t.speedup, ci_low=t.ci_low, ci_high=t.ci_high, ref_ms=t.ref_ms, cand_ms=t.cand_ms,
                    rounds=t.rounds, round_ratios=ratios, ref_rounds_ms=list(t.ref_rounds_ms),
-                   cand_rounds_ms=list(t.cand_rounds_ms), wall_s=r.wall_s)
+                   cand_rounds_ms=list(t.cand_rounds_ms), wall_s=r.wall_s, note=t.note)
 
     @classmethod
     def from_dict(cls, d: dict, where: str) -> "JobRecord":
@@ -249,7 +250,8 @@ def compare_job(job: str, base: JobRecord | None, new: JobRecord | None, tau: fl
     elif not base.correct:
         c.verdict, c.reason = IMPROVED, f"now correct (baseline: {base.status})"
     elif not (base.timed and new.timed):
-        c.reason = "no timing to compare"
+        note = new.note or base.note
+        c.reason = "no timing to compare" + (f" ({note})" if note else "")
     else:
         c.ratio = new.speedup / base.speedup
         c.ratio_low, c.ratio_high, c.method = ratio_ci(base, new, resamples)

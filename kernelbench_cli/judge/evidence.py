@@ -16,6 +16,29 @@ from ..correctness import judge, levels_here, synchronize, tensors
 from .handle import CandidateFailed
 
 
+def prove(s) -> bool:
+    """The proofs of custom work: the ablation, then the attribution profile. False if the candidate process
+    broke under the ablation (nothing more to ask it)."""
+    if not ablation(s):
+        return False
+    if s.cfg.timing.profile:
+        t = time.perf_counter()
+        attribution(s)
+        s.phase("profile_s", t)
+    return True
+
+
+def roofline(s) -> None:
+    """The problem's roofline floor against the candidate's time (when ceilings were calibrated)."""
+    from .. import roofline as rl
+    ceilings = rl.load_ceilings(s.cfg.paths.ceilings, s.device)
+    if ceilings:
+        trial = s.ref.trials()[0]
+        work = rl.count(s.ref.model, trial.inputs, trial.ref_out)
+        s.result.roofline = rl.floor(work, ceilings, s.cfg.dtype)
+        s.result.roofline["sol"] = s.result.roofline["floor_ms"] / s.result.timing.cand_ms
+
+
 def ablation(s) -> bool:
     """One call with every compiled function's result replaced by noise (candidate/loading.py). If the output
     is still right, the compiled code did not compute it: no-custom-kernel, however many calls it made.
@@ -32,6 +55,8 @@ def ablation(s) -> bool:
     except CandidateFailed as e:      # noise made it raise or crash: its compiled results mattered
         c.ablation = f"output changed (the forward failed on noise: {e.status})"
         return e.status != "timeout" and s.cand.alive()
+    if reply.build.get("extensions"):
+        s.result.build.extensions = reply.build["extensions"]     # (what it says it ran: e.g. Triton configs)
     if not reply.each:
         c.ablation = "not run: no compiled function"
         return True

@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from .. import integrity, trace
+from .. import backends, integrity, trace
 from .. import results as R
 from ..channel import MAX_FDS, SharedTensors, read_process_memory
 from ..correctness import (CLASS_RANK, Flags, check_inputs_unchanged, clone, judge, level_fingerprint, maybe_flag,
@@ -44,6 +44,8 @@ class Session:
         self.result = Result(problem=job["problem_key"], candidate=job["candidate_name"],
                              candidate_path=job["candidate_path"], device=self.device, dtype=cfg.dtype)
         self.result.seeds = dict(ref.seeds)
+        if backends.interpreted(job.get("backend", "torch"), self.device):
+            self.result.timing.note = R.INTERPRETED
         self.flags = Flags(integrity.static_flags(_read(job["candidate_path"]), job["candidate_path"]))
         self.deadline = time.perf_counter() + cfg.timeouts.run_s
         self.rng = random.Random(secrets.randbits(64))      # which timed calls get checked: never predictable
@@ -64,7 +66,11 @@ class Session:
             self.setup()
             self.trials()
             if r.correctness.passed == r.correctness.trials and not any(f.name == "bad-output" for f in self.flags):
-                self.time()        # flagged or not: runtime checks of the timed phase still report
+                if r.timing.note:      # interpreted: no speed to claim, only the proofs of custom work
+                    self.after_timed()
+                    evidence.prove(self)
+                else:
+                    self.time()    # flagged or not: runtime checks of the timed phase still report
             self.verdict()
         except CandidateFailed as e:
             if e.reply is not None and e.reply.build:
@@ -142,7 +148,8 @@ class Session:
         t = time.perf_counter()
         msg = {"op": "load", "candidate_path": self.job["candidate_path"], "cache_dir": self.job["cache_dir"],
                "verbose": self.cfg.build.verbose, "dtype": self.cfg.dtype, "seed": ref.seeds["init"],
-               "init_args": ref.init_args, "weight_names": list(state.keys())}
+               "init_args": ref.init_args, "weight_names": list(state.keys()),
+               "backends": list(self.job.get("backends", []))}
         reply, _ = cand.call(msg, self.call_timeout(), "load", expect="loaded")
         self.phase("load_s", t)
         r.build = BuildInfo(**reply.build) if reply.build else BuildInfo()
@@ -343,19 +350,15 @@ class Session:
                                                self.handover_spread, self.device))
         self.flags.add(self.late_work())
         self.phase("timing_s", t)
-        self.roofline()
+        evidence.roofline(self)
         if "compile" in cfg.baselines:
             t = time.perf_counter()
             r.baselines["compile"] = ref.versus("compile", timing, self.flush, throttled)
             self.phase("compile_s", t)
         evidence.versus_precision(self, timing, throttled)
         self.after_timed()
-        if not evidence.ablation(self):
-            return                  # the candidate process broke under the ablation: nothing more to ask it
-        if cfg.timing.profile:
-            t = time.perf_counter()
-            evidence.attribution(self)
-            self.phase("profile_s", t)
+        if not evidence.prove(self):
+            return
         if nvml:
             r.env["gpu_after"] = nvml.state()
         self.flags.add(integrity.check_speed(timing.speedup, r.roofline.get("floor_ms"), timing.cand_ms, self.device))
@@ -363,15 +366,6 @@ class Session:
     def late_work(self):
         p = self.probe
         return integrity.check_late_work(p.busy_calls, p.probed, p.worst, p.idle_ms) if p.late() else None
-
-    def roofline(self) -> None:
-        from .. import roofline
-        ceilings = roofline.load_ceilings(self.cfg.paths.ceilings, self.device)
-        if ceilings:
-            trial = self.ref.trials()[0]
-            work = roofline.count(self.ref.model, trial.inputs, trial.ref_out)
-            self.result.roofline = roofline.floor(work, ceilings, self.cfg.dtype)
-            self.result.roofline["sol"] = self.result.roofline["floor_ms"] / self.result.timing.cand_ms
 
     def errors(self) -> list:
         return [f for f in self.flags if f.severity == "error"]

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
 from .. import results as R
-from ..build import build_env, build_parallelism
+from ..build import build_env, build_parallelism, job_build
 from ..errors import InputError
 from ..results import Result
 from . import lifecycle
@@ -164,7 +164,7 @@ def execute_local(jobs, cfg, device: str, store, console, build_only: bool = Fal
                         judge = None
                 except Exception as e:       # e.g. the run folder vanished: report it on this job, keep going
                     result = internal_error(job, cfg, device, e)
-                result.build = built.build     # the build phase saw the real compile (or cache hit)
+                result.build = job_build(built.build, result.build)
                 record_slot(result, slot.name)
                 collector.finish(i, result)
         finally:

@@ -5,6 +5,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import backends
 from .. import results as R
 from ..build import cache_dir
 from ..catalog import Candidate, Catalog, Problem, read_candidate
@@ -21,6 +22,8 @@ class JobSpec:
     candidate_path: str
     cache_dir: str
     aa_calibration: bool = False     # calibrate-noise: the candidate IS the reference (no custom-kernel proof)
+    backend: str = "torch"           # backends.REGISTRY: what the candidate is
+    backends: tuple = ()             # every backend its file uses (their hooks go into the candidate process)
 
 
 @dataclass
@@ -31,12 +34,16 @@ class Job:
 
     def spec(self, cfg, tag: str) -> JobSpec:
         return JobSpec(tag, self.problem.key, str(Path(self.problem.path).resolve()), self.candidate.name,
-                       str(Path(self.candidate.path).resolve()), str(Path(cache_dir(cfg)).resolve()), self.aa_calibration)
+                       str(Path(self.candidate.path).resolve()), str(Path(cache_dir(cfg)).resolve()), self.aa_calibration,
+                       self.candidate.backend, tuple(self.candidate.uses))
 
     def result(self, cfg, device: str, **kw) -> Result:
         """The one way to make a Result for this job without running it (failed build, file error, crash...)."""
-        return Result(problem=self.problem.key, candidate=self.candidate.name, candidate_path=str(self.candidate.path),
-                      device=device, dtype=cfg.dtype, **kw)
+        r = Result(problem=self.problem.key, candidate=self.candidate.name, candidate_path=str(self.candidate.path),
+                   device=device, dtype=cfg.dtype, **kw)
+        if backends.interpreted(self.candidate.backend, device):
+            r.timing.note = R.INTERPRETED
+        return r
 
 
 def plan(catalog: Catalog, problems: list[Problem], kernels: list[Path], device: str) -> tuple[list[Job], list[str]]:
@@ -45,10 +52,12 @@ def plan(catalog: Catalog, problems: list[Problem], kernels: list[Path], device:
     for problem in problems:
         cands = [read_candidate(k) for k in kernels] if kernels else catalog.candidates(problem)
         for cand in cands:
-            if cand.runs_on(device):
+            missing = backends.BY_NAME[cand.backend].missing()
+            if cand.runs_on(device) and not missing:
                 jobs.append(Job(problem, cand))
             else:
-                skipped.append(f"{problem.key}::{cand.name} ({cand.backend} candidate, device {device})")
+                skipped.append(f"{problem.key}::{cand.name} ({cand.backend} candidate, "
+                               f"{missing or f'device {device}'})")
     return jobs, skipped
 
 

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from .. import results as R
-from ..build import build_env, build_parallelism, detect_arch
+from ..build import build_env, build_parallelism, detect_arch, job_build
 from ..errors import InputError
 from ..results import Result
 from .collect import Collector, as_job_result, group_builds, internal_error, progress_bar, record_slot
@@ -154,7 +154,7 @@ def execute_ray(jobs, cfg, device: str, store, console, build_only: bool = False
                     except Exception as e:     # the task's worker or node died: RayTaskError, WorkerCrashedError...
                         result = _ray_failure(job, cfg, device, e)
                     if kind == "run":
-                        result.build = built_of[key].build
+                        result.build = job_build(built_of[key].build, result.build)
                         collector.finish(key, result)
                         continue
                     progress.update(build_bar, advance=1, current=f"{result.candidate}: {result.build.status}")

@@ -168,7 +168,7 @@ def _when(results: list[Result]) -> str:
 
 
 def summary_cards(results: list[Result]) -> str:
-    speedups = [r.timing.speedup if r.correct else None for r in results]
+    speedups = [r.timing.speedup if r.correct else None for r in results if r.speed]   # (interpreted: no speed)
     good = [s for s in speedups if s]
     gm = stats.geomean(good) if good else None
     counts: dict[str, int] = {}
@@ -199,7 +199,7 @@ def overview_table(results: list[Result]) -> str:
             f"<td>{f'{c.passed}/{c.trials}' if c.trials else '-'}</td>"
             f"<td class=num>{_err(c.max_abs_err) if c.trials else '-'}</td>"
             f"<td class=num>{esc(fmt_time(t.ref_ms))}</td><td class=num>{esc(fmt_time(t.cand_ms))}</td>"
-            f"<td class=num>{_x(t.speedup)}{ci}</td><td>{esc(', '.join(f.name for f in r.flags))}</td></tr>")
+            f"<td class=num>{esc(t.note) if t.note else _x(t.speedup)}{ci}</td><td>{esc(', '.join(f.name for f in r.flags))}</td></tr>")
     return f'<div class="scroll"><table class="overview">{head}{"".join(rows)}</table></div>'
 
 

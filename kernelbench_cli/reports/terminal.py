@@ -42,7 +42,7 @@ def fmt_correct(r: Result) -> str:
 def fmt_speedup(r: Result) -> str:
     t = r.timing
     if t.speedup is None:
-        return "-"
+        return t.note or "-"
     return f"{t.speedup:.2f}× [{t.ci_low:.2f}, {t.ci_high:.2f}]"
 
 
@@ -52,9 +52,10 @@ def fmt_flags(r: Result) -> str:
 
 
 def summary(results: list[Result]) -> dict:
-    speedups = [r.timing.speedup if r.correct else None for r in results]
+    speedups = [r.timing.speedup if r.correct else None for r in results if r.speed]   # (interpreted: no speed)
     correct = [s for s in speedups if s is not None]
     return {"jobs": len(results), "correct": sum(r.correct for r in results),
+            "interpreted": sum(not r.speed for r in results),
             "geomean_speedup": stats.geomean(correct) if correct else None,
             "fast_1": stats.fast_p(speedups, 1.0),
             "fast_p": {f"{p:g}": stats.fast_p(speedups, p) for p in FAST_P}}
@@ -67,7 +68,8 @@ def summary_line(results: list[Result]) -> str:
     s = summary(results)
     gm = f"{s['geomean_speedup']:.2f}×" if s["geomean_speedup"] else "-"
     fast = "/".join(f"{v:.2f}" for v in s["fast_p"].values())
-    return (f"{s['correct']}/{s['jobs']} correct · geomean speedup {gm} over correct candidates · "
+    interp = f" ({s['interpreted']} interpreted: no speed)" if s["interpreted"] else ""
+    return (f"{s['correct']}/{s['jobs']} correct · geomean speedup {gm} over correct candidates{interp} · "
             f"fast_1 {s['fast_1']:.2f} · fast_p at p={'/'.join(s['fast_p'])}: {fast}")
 
 

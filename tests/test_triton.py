@@ -1,0 +1,57 @@
+"""Triton candidates on the CPU (issue 18): Triton's interpreter runs them through the same pipeline for
+correctness, generalisation and the proofs of custom work; their times are not speeds. Real kbench runs,
+real Triton (skipped, with the reason, where the triton wheel is not installed)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from conftest import ROOT, by_candidate
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None,
+                                reason="triton is not installed (pip install triton; the test extra has it where "
+                                       "a wheel exists)")
+CORPUS = ROOT / "tests" / "adversarial" / "triton"
+ROWS = ROOT / "kernels" / "cpu" / "2_Row_Sum_Of_Squares" / "triton_rows.py"
+
+EXPECTED = {    # exploit -> (status, flags that must be raised): caught as their C++ twins are
+    "torch_does_it": ("integrity", {"no-custom-kernel", "library-heavy"}),
+    "stale_after_six": ("integrity", {"generalisation"}),
+    "half_loads": ("integrity", {"precision", "generalisation"}),
+}
+
+
+def test_triton_exploits_are_caught(kbench):
+    code, doc = kbench.json("bench", "cpu/1", "cpu/2", "--set", f"paths.kernels={CORPUS}")
+    got = by_candidate(doc)
+    assert code == 1 and set(got) == set(EXPECTED) | {"pointer_cache"}
+    wrong = {n: (got[n]["status"], [f["name"] for f in got[n]["flags"]], got[n]["message"][:200])
+             for n, (status, flags) in EXPECTED.items()
+             if got[n]["status"] != status or not flags <= {f["name"] for f in got[n]["flags"]}}
+    assert not wrong, wrong
+    assert got["torch_does_it"]["correctness"]["ablation"] == "output unchanged"
+    assert got["torch_does_it"]["custom_share"] < 0.5
+    assert got["half_loads"]["correctness"]["precision_class"] == "fp16"
+    assert got["pointer_cache"]["status"] in ("incorrect", "integrity"), got["pointer_cache"]["message"]
+    assert all(r["timing"]["note"] == "interpreted — not a speed" for r in got.values())
+
+
+def test_an_interpreted_candidate_is_judged_but_has_no_speed_and_the_gate_leaves_it_out(kbench, tmp_path):
+    code, doc = kbench.json("check", "cpu/2", "--kernel", ROWS)
+    r = doc["results"][0]
+    assert code == 0 and r["status"] == "ok" and r["flags"] == [], (r["message"], r["flags"])
+    assert r["timing"]["note"] == "interpreted — not a speed" and r["timing"]["speedup"] is None
+    assert r["correctness"]["ablation"] == "output changed" and r["custom_share"] > 0.5   # its launches did the work
+    assert r["correctness"]["precision_class"] == "fp32"
+    assert all(v["passed"] == v["trials"] > 0 for v in r["correctness"]["variants"].values())
+    kernel = [x for x in r["build"]["extensions"] if x["backend"] == "triton"]
+    assert [x["name"] for x in kernel] == ["row_sumsq_kernel"] and r["build"]["status"] == "interpreted"
+    assert "BLOCK_R: 64" in kernel[0]["config"] and "interpreted" in kernel[0]["config"]   # autotune: its first config
+    assert doc["summary"]["interpreted"] == 1 and doc["summary"]["geomean_speedup"] is None
+    run = kbench.runs / doc["run_id"]
+    proc = kbench("compare", run, run, "--json")
+    assert proc.returncode == 0, proc.stderr
+    job = json.loads(proc.stdout)["jobs"][0]
+    assert job["verdict"] == "unchanged" and "interpreted" in job["reason"]
