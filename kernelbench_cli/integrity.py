@@ -61,6 +61,8 @@ REGISTRY: dict[str, Check] = {
     "reads-problem": Check("error", "reading the problem module or the harness's own objects"),
     "process-exit": Check("error", "os._exit / sys.exit to leave before the verdict"),
     "file-write": Check("warning", "writing files (results can be smuggled between runs)"),
+    "triton-python": Check("error", "a @triton.jit kernel body running plain Python (numpy, a helper, interpreter "
+                                    "internals): the CPU interpreter runs it, a GPU could never compile it"),
 }
 
 
@@ -166,10 +168,77 @@ def rule_file_write(tree):
                 yield node.lineno, f"opens a file for writing (mode {node.args[1].value!r})"
 
 
+KERNEL_BUILTINS = {"range", "len", "min", "max", "isinstance", "print", "int", "float", "bool", "abs", "tuple",
+                   "zip", "enumerate"}     # what Triton's frontend accepts in a kernel body besides tl.*
+
+
+def _bound_imports(tree) -> dict[str, str]:
+    """name -> the module (or module.attr) it is bound to by an import anywhere in the file."""
+    bound = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                bound[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            for a in node.names:
+                bound[a.asname or a.name] = f"{node.module or ''}.{a.name}"
+    return bound
+
+
+def _jit_kernels(tree) -> tuple[dict, list]:
+    """The functions the file makes Triton kernels (decorated with, or passed by name to, a `...jit`), and the
+    lines where `jit` is applied to something that is not a function of the file (its body cannot be read)."""
+    defs = {f.name: f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)}
+    kernels, opaque = {}, []
+    for f in defs.values():
+        if any(_dotted(d.func if isinstance(d, ast.Call) else d)[-1:] == ["jit"] for d in f.decorator_list):
+            kernels[f.name] = f
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _dotted(node.func)[-1:] == ["jit"] and node.args:
+            arg = node.args[0]
+            if isinstance(arg, ast.Name) and arg.id in defs:
+                kernels[arg.id] = defs[arg.id]
+            else:
+                opaque.append(node.lineno)
+    return kernels, opaque
+
+
+def rule_triton_python(tree):
+    """Inside a kernel: calls only to Triton (tl.*, the file's other kernels, a few builtins the frontend
+    takes) and methods of its own values; no other module, no plain function, no `.handle` or `_private`."""
+    bound = _bound_imports(tree)
+    if not any(m.split(".")[0] == "triton" for m in bound.values()):
+        return
+    kernels, opaque = _jit_kernels(tree)
+    for line in opaque:
+        yield line, "jit applied to a function built at run time (its kernel body cannot be checked)"
+    triton_names = {n for n, m in bound.items() if m.split(".")[0] == "triton"}
+    other_modules = set(bound) - triton_names
+    plain = {f.name for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.ClassDef)) and f.name not in kernels}
+    for k in kernels.values():
+        local = {a.arg for a in k.args.args + k.args.kwonlyargs} | \
+            {n.id for n in ast.walk(k) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        for node in (n for stmt in k.body for n in ast.walk(stmt)):
+            if isinstance(node, (ast.FunctionDef, ast.Lambda)):
+                yield node.lineno, f"kernel {k.name} defines a function inside it"
+            elif isinstance(node, ast.Attribute) and (node.attr == "handle" or node.attr.startswith("_")):
+                yield node.lineno, f"kernel {k.name} reads .{node.attr} (interpreter internals)"
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in local:
+                if node.id in other_modules:
+                    yield node.lineno, f"kernel {k.name} uses {node.id} ({bound[node.id]}), not Triton"
+                elif node.id in plain:
+                    yield node.lineno, f"kernel {k.name} uses {node.id}, a plain Python function or class"
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                name = node.func.id
+                if name not in local and name not in kernels and name not in triton_names \
+                        and name not in KERNEL_BUILTINS and name not in other_modules and name not in plain:
+                    yield node.lineno, f"kernel {k.name} calls {name}, not a Triton function"
+
+
 STATIC_RULES = {"monkeypatch": rule_monkeypatch, "introspection": rule_introspection,
                 "reads-problem": rule_reads_problem, "process-exit": rule_process_exit,
                 "thread-or-stream": rule_thread_or_stream, "exception-handler": rule_exception_handler,
-                "file-write": rule_file_write}
+                "file-write": rule_file_write, "triton-python": rule_triton_python}
 
 
 def static_flags(source: str, filename: str = "<candidate>") -> list[Flag]:

@@ -20,6 +20,9 @@ EXPECTED = {    # exploit -> (status, flags that must be raised): caught as thei
     "torch_does_it": ("integrity", {"no-custom-kernel", "library-heavy"}),
     "stale_after_six": ("integrity", {"generalisation"}),
     "half_loads": ("integrity", {"precision", "generalisation"}),
+    # what only the interpreter would run: plain Python in a kernel, Python objects as kernel arguments
+    "numpy_in_kernel": ("integrity", {"triton-python"}),
+    "subclass_pointer": ("runtime-error", set()),
 }
 
 
@@ -35,6 +38,7 @@ def test_triton_exploits_are_caught(kbench):
     assert got["torch_does_it"]["custom_share"] < 0.5
     assert got["half_loads"]["correctness"]["precision_class"] == "fp16"
     assert got["pointer_cache"]["status"] in ("incorrect", "integrity"), got["pointer_cache"]["message"]
+    assert "tensor subclass" in got["subclass_pointer"]["message"], got["subclass_pointer"]["message"]
     assert all(r["timing"]["note"] == "interpreted — not a speed" for r in got.values())
 
 
@@ -55,3 +59,31 @@ def test_an_interpreted_candidate_is_judged_but_has_no_speed_and_the_gate_leaves
     assert proc.returncode == 0, proc.stderr
     job = json.loads(proc.stdout)["jobs"][0]
     assert job["verdict"] == "unchanged" and "interpreted" in job["reason"]
+
+
+WARM = """
+import os, sys
+from collections import Counter
+os.environ["TRITON_INTERPRET"] = "1"
+from kernelbench_cli.backends import triton as backend
+from kernelbench_cli.candidate.loading import import_file
+class Record:
+    extensions, calls, ablation = [], Counter(), {"on": False}
+backend.install(Record, "cpu", sys.argv[3])
+module = import_file(sys.argv[1], "kbench_candidate")
+backend.warm(module, {"problem_path": sys.argv[2], "dtype": "float32"}, "cpu")
+print(sum(Record.calls.values()))
+"""
+
+
+def test_the_gpu_warm_up_runs_every_specialisation_the_job_will_launch(tmp_path):
+    """On a GPU the build process compiles Triton kernels by running the candidate (the sandbox cannot); run
+    here under the interpreter, it must launch at the problem's sizes, both shapes variants' and the
+    transposed layout: 4 forwards for cpu/2's one 2-D input."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", WARM, str(ROWS), str(ROOT / "problems" / "cpu" / "2_Row_Sum_Of_Squares.py"),
+                           str(tmp_path)], capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT),
+                                                                                          "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-1] == "4", proc.stdout

@@ -232,3 +232,35 @@ def test_speed_under_the_roofline_floor():
     assert integrity.check_speed(2.0, 1.0, 0.8) is None          # within the margin over torch's own ceilings
     assert integrity.check_speed(14.0, 0.1, 1.0) is None         # a high speedup alone is no flag
     assert integrity.check_speed(2.0, 1.0, 0.9, "cpu").name == "suspicious-speed"     # rough CPU ceilings
+
+
+KERNEL_WITH_PYTHON = """
+import numpy as np
+import triton
+import triton.language as tl
+def helper(v):
+    return v
+h = helper
+@triton.jit
+def k(x_ptr, o_ptr, BLOCK: tl.constexpr):
+    v = tl.load(x_ptr + tl.arange(0, BLOCK))
+    w = np.sin(v.handle.data)
+    v = helper(v)
+    v = h(v)
+    v = getattr(tl, "exp")(v)
+    tl.store(o_ptr + tl.arange(0, BLOCK), tl.exp(v).to(tl.float32), mask=None)
+k2 = triton.jit(globals()["helper"])
+"""
+
+
+def test_triton_kernels_may_call_only_triton():
+    """The interpreter runs any Python in a kernel body; the static rule allows only what Triton compiles."""
+    from kernelbench_cli.integrity import rule_triton_python
+    import ast
+    hits = sorted(rule_triton_python(ast.parse(KERNEL_WITH_PYTHON)))
+    said = " | ".join(what for _, what in hits)
+    for needle in (".handle", "uses np (numpy)", "uses helper", "calls h,", "calls getattr", "built at run time"):
+        assert needle in said, (needle, said)
+    assert [line for line, _ in hits if line == 15] == []      # tl.exp, .to, tl.store: Triton
+    for f in (ROOT / "kernels").glob("*/*/triton_*.py"):
+        assert list(rule_triton_python(ast.parse(f.read_text()))) == [], f

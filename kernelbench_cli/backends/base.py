@@ -16,6 +16,7 @@ class Backend:
     hook: str = ""                           # module (under backends/) installed in the candidate process
     interpreted_on: tuple[str, ...] = ()     # devices where it runs in an interpreter: correctness, no speed
     requires: str = ""                       # a package it needs beyond kbench's own dependencies
+    warms_on: tuple[str, ...] = ()           # devices where its build runs the candidate there (jit compiles)
 
     def missing(self) -> str:
         """Why its candidates cannot run here ("" if they can), found without importing anything."""
@@ -26,6 +27,11 @@ class Backend:
     def install(self, record, device: str, cache_dir: str) -> None:
         if self.hook:
             importlib.import_module(f"{__package__}.{self.hook}").install(record, device, cache_dir)
+
+    def warm(self, module, msg: dict, device: str) -> None:
+        """Build process, after the import: compile what compiles at first use (raises what failed)."""
+        if device in self.warms_on:
+            importlib.import_module(f"{__package__}.{self.hook}").warm(module, msg, device)
 
 
 def calls_named(tree: ast.Module, name: str) -> list[ast.Call]:

@@ -21,7 +21,7 @@ from pathlib import Path
 from .base import Backend, imports
 
 BACKEND = Backend("triton", ("cuda", "cpu"), lambda tree: imports(tree, "triton"), hook="triton",
-                  interpreted_on=("cpu",), requires="triton")
+                  interpreted_on=("cpu",), requires="triton", warms_on=("cuda",))
 
 
 def install(record, device: str, cache_dir: str) -> None:
@@ -81,9 +81,67 @@ def _patch(cls, record, ablated) -> None:
     def launched(self, *args, grid, warmup, **kwargs):
         if warmup:
             return run(self, *args, grid=grid, warmup=warmup, **kwargs)
-        record.calls[f"triton.{getattr(self.fn, '__name__', 'kernel')}"] += 1
+        name = getattr(self.fn, "__name__", "kernel")
+        _check_arguments(name, list(args) + list(kwargs.values()))
+        record.calls[f"triton.{name}"] += 1
         if not record.ablation["on"]:
             return run(self, *args, grid=grid, warmup=warmup, **kwargs)
         return ablated(lambda *a, **k: run(self, *a, grid=grid, warmup=warmup, **k), args, kwargs)
 
     cls.__init__, cls.run = registered, launched
+
+
+def _check_arguments(kernel: str, args: list) -> None:
+    """A kernel takes tensors, scalars, dtypes, constexprs and other kernels. Anything else (an object with its
+    own operators, a tensor subclass with __torch_function__) would run the candidate's Python inside the
+    interpreted kernel, which no GPU could compile."""
+    import torch
+    import triton
+    import triton.language as tl
+    from triton.runtime.jit import KernelInterface
+    plain = (bool, int, float, str, type(None), tl.dtype, tl.constexpr, KernelInterface, triton.Config)
+    while args:
+        a = args.pop()
+        if isinstance(a, (tuple, list)):
+            args.extend(a)
+        elif isinstance(a, torch.Tensor):
+            if type(a) not in (torch.Tensor, torch.nn.Parameter):
+                raise TypeError(f"Triton kernel {kernel}: argument of type {type(a).__name__}, a tensor subclass "
+                                "(pass a plain tensor)")
+        elif not isinstance(a, plain) and type(a).__name__ != "TensorDescriptor":
+            raise TypeError(f"Triton kernel {kernel}: argument of type {type(a).__name__}; kernels take tensors, "
+                            "numbers, dtypes and constexprs")
+
+
+def warm(module, msg: dict, device: str) -> None:
+    """The build process on a GPU: the candidate's forward on every specialisation the job will launch — the
+    problem's inputs (a public seed), the shapes variants' sizes and the layout variants' views — so Triton
+    compiles (and autotunes) here, into its cache, and the sandboxed run-time process only loads cubins."""
+    import torch
+
+    from ..candidate.loading import import_file
+    from ..correctness import construct, make_inputs
+    from ..judge.shapes import SHAPE_KINDS, size_names
+    from ..layouts import layout_perms, permuted_view
+    problem = import_file(msg["problem_path"], "kbench_warm_problem")
+    dtype = getattr(torch, msg.get("dtype", "float32"))
+    names = size_names(problem)
+    saved = {n: getattr(problem, n) for n in names}
+    for sizes in [{}] + [{n: fn(v) for n, v in saved.items()} for fn in SHAPE_KINDS.values()] if names else [{}]:
+        try:
+            for n, v in sizes.items():
+                setattr(problem, n, v)
+            model = construct(module.ModelNew, list(problem.get_init_inputs()), device, dtype, 0)
+            inputs = make_inputs(problem, 0, device, dtype)
+            with torch.no_grad():
+                model(*inputs)
+                for _, perms in layout_perms(inputs) if not sizes else []:
+                    model(*[permuted_view(x, p) for x, p in zip(inputs, perms)])
+            torch.cuda.synchronize()
+        except Exception as e:
+            if type(e).__module__.startswith("triton") and "Compil" in type(e).__name__:
+                raise                  # a kernel that does not compile: the build's failure
+            print(f"kbench: warm-up at sizes {sizes or 'of the problem'} raised {type(e).__name__}: {e}"[:500])
+        finally:
+            for n, v in saved.items():
+                setattr(problem, n, v)

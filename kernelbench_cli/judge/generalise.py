@@ -43,7 +43,7 @@ import torch
 
 from ..correctness import (CLASS_RANK, clone, compare, judge, oracle_outputs, precision_class,
                            reduced_precision_errors, rel_l2, synchronize, tensors, to_device)
-from ..layouts import permuted_view
+from ..layouts import layout_perms, permuted_view
 from ..results import Flag
 from .handle import CandidateFailed
 from .shapes import shape_variants
@@ -69,17 +69,6 @@ class Variant:
                 levels = reduced_precision_errors(ref.model, self.inputs, oracle, ref.device, ref._low_copies)
             self._norm = (oracle, levels)
         return self._norm
-
-
-def _layouts(inputs: list) -> list[tuple[str, list]]:
-    """(name, per-input permutation) for each non-contiguous layout the floating inputs of 2+ dims allow."""
-    out = []
-    dims = [x.dim() if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 1 else 0 for x in inputs]
-    if any(d >= 2 for d in dims):
-        out.append(("transposed", [list(range(d - 2)) + [d - 1, d - 2] if d >= 2 else None for d in dims]))
-    if any(d == 4 for d in dims):
-        out.append(("channels-last", [[0, 2, 3, 1] if d == 4 else None for d in dims]))
-    return out
 
 
 def _values(x: torch.Tensor, kind: str, g: torch.Generator) -> torch.Tensor:
@@ -157,7 +146,7 @@ def make_variants(ref, seed: int) -> list[Variant]:
     base_out = ref.trials()[0].ref_out
     if "layout" in wanted:
         fresh = ref.inputs(seed ^ 0x1A70)
-        for name, perms in _layouts(fresh):
+        for name, perms in layout_perms(fresh):
             made.append(("layout", name, [permuted_view(x, p) for x, p in zip(fresh, perms)], perms))
     edge = getattr(ref.problem, "get_edge_inputs", None)
     if "edge" in wanted and callable(edge):

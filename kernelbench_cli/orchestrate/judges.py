@@ -138,7 +138,8 @@ def build(job: Job, cfg, device: str, env: dict, logs: Path, tag: str) -> Result
     try:
         spec = job.spec(cfg, tag)
         proc.chan.send({"op": "build", "candidate_path": spec.candidate_path, "cache_dir": spec.cache_dir,
-                        "verbose": cfg.build.verbose, "backends": list(spec.backends)})
+                        "verbose": cfg.build.verbose, "backends": list(spec.backends),
+                        "problem_path": spec.problem_path, "dtype": cfg.dtype})   # (for a warm-up: triton)
         msg, _ = proc.chan.recv(cfg.timeouts.build_s)
         reply = from_message(Reply, msg)
         result.build = BuildInfo(**reply.build) if reply.build else BuildInfo()

@@ -23,6 +23,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
+from .. import backends
 from .. import results as R
 from ..build import build_env, build_parallelism, job_build
 from ..errors import InputError
@@ -94,7 +95,9 @@ def execute_local(jobs, cfg, device: str, store, console, build_only: bool = Fal
                   overlap: bool | None = None) -> list[Result]:
     """Build every candidate once, run each job through its problem's judge on a free slot; Results in job
     order. `overlap`: start jobs while other candidates build (default: on CUDA only, see the module doc)."""
-    overlap = device == "cuda" if overlap is None else overlap
+    if overlap is None:      # (a build that warms its candidate on the GPU must not run beside a timed job)
+        overlap = device == "cuda" and not any(device in backends.BY_NAME[b].warms_on
+                                               for j in jobs for b in j.candidate.uses)
     logs = store.jobs
     groups = group_builds(jobs)
     collector = Collector(jobs, store, on_result)

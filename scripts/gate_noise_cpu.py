@@ -1,0 +1,98 @@
+"""Does the CI gate fail on noise on this machine? (issue 19, item 6)
+
+Saves a baseline from one `kbench bench` run of the bundled CPU problems, then gates N unchanged reruns and
+N reruns with every C++ candidate made 2x slower (its forward run twice) against it, through the real CLI
+(`bench --baseline FILE --fail-on-regression`). Prints each rerun's verdicts and new/base ratios, and
+whether the gate held: every unchanged rerun passes, every slowed one fails.
+
+    PYTHONPATH=. python3 scripts/gate_noise_cpu.py [--reruns 5] [--config configs/ci.yaml] [--out DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TWICE = """
+
+# --- added by scripts/gate_noise_cpu.py: the same kernel, run twice per forward (a 2x slowdown) ---
+_once = ModelNew.forward
+ModelNew.forward = lambda self, *args: (_once(self, *args), _once(self, *args))[1]
+"""
+
+
+def kbench(*args: str, out: Path) -> tuple[int, dict]:
+    cmd = [sys.executable, "-m", "kernelbench_cli", *args, "--device", "cpu", "--out", str(out), "--json"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    try:
+        return proc.returncode, json.loads(proc.stdout)
+    except ValueError:
+        sys.exit(f"kbench {' '.join(args)} printed no JSON (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
+
+
+def cpp_kernels(dest: Path, twice: bool) -> Path:
+    """A copy of the C++ candidates of kernels/cpu (the ones with a speed), as they are or running their
+    forward twice; same names, so the same job ids."""
+    for f in (ROOT / "kernels" / "cpu").glob("*/*.py"):
+        text = f.read_text()
+        if "load_inline" not in text:
+            continue
+        target = dest / "cpu" / f.parent.name / f.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text + (TWICE if twice else ""))
+    return dest
+
+
+def verdicts(base: Path, run: Path) -> list[tuple[str, str, float | None]]:
+    """(job, verdict, new/base ratio) per job, from `kbench compare BASE RUN --json` (the run's latest record
+    of each job: after the gate's rerun of inconclusive ones)."""
+    proc = subprocess.run([sys.executable, "-m", "kernelbench_cli", "compare", str(base), str(run), "--json"],
+                          cwd=ROOT, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    return [(j["job"], j["verdict"], j.get("ratio")) for j in json.loads(proc.stdout)["jobs"]]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reruns", type=int, default=5)
+    ap.add_argument("--config", default=str(ROOT / "configs" / "ci.yaml"))
+    ap.add_argument("--out", default=None, help="runs folder (default: a temporary one)")
+    a = ap.parse_args()
+    out = Path(a.out or tempfile.mkdtemp(prefix="kbench-gate-noise-"))
+    problems = ["cpu/1", "cpu/2", "cpu/3", "cpu/4"]
+    common = ["--config", a.config, "--set", f"paths.kernels={cpp_kernels(out / 'kernels', twice=False)}"]
+    code, doc = kbench("bench", *problems, *common, out=out)
+    base = out / "baseline.json"
+    subprocess.run([sys.executable, "-m", "kernelbench_cli", "baseline", "save", str(out / doc["run_id"]),
+                    "--file", str(base)], cwd=ROOT, check=True, capture_output=True,
+                   env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    print(f"baseline: run {doc['run_id']}: " + ", ".join(
+        f"{r['problem'].split('_')[0]}::{r['candidate']} {r['timing']['speedup']:.2f}x"
+        for r in doc["results"] if r["timing"].get("speedup")))
+    slow = cpp_kernels(out / "slowed-kernels", twice=True)
+    held = True
+    for kind, extra in (("unchanged", []), ("slowed 2x", ["--set", f"paths.kernels={slow}"])):  # (the last --set wins)
+        for i in range(a.reruns):
+            code, doc = kbench("bench", *problems, *common, *extra, "--baseline", str(base), "--fail-on-regression",
+                               out=out)
+            rows = [v for v in verdicts(base, out / doc["run_id"]) if v[1] not in ("new", "missing")]
+            timed = [v for v in rows if v[2] is not None]
+            want = 0 if kind == "unchanged" else 1
+            ok = code == want and (kind == "unchanged" or all(v[1] == "regressed" for v in timed))
+            held &= ok
+            print(f"{kind} #{i + 1}: exit {code} ({'as it should' if ok else 'WRONG'}): " + ", ".join(
+                f"{job.split('::')[0].split('_')[0]}::{job.split('::')[1]} {v} {r:.3f}" for job, v, r in timed))
+    print("gate held on every rerun" if held else "gate did NOT hold")
+    if not a.out:
+        shutil.rmtree(out, ignore_errors=True)
+    return 0 if held else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
