@@ -241,11 +241,13 @@ app.add_typer(baseline_app, name="baseline")
 
 
 @baseline_app.command("save")
-def baseline_save(run: str = typer.Argument(..., help="Run id under paths.runs, a run directory or a results.jsonl."),
+def baseline_save(run: List[str] = typer.Argument(..., help="Run id under paths.runs, a run directory or a "
+                                                  "results.jsonl; several runs of the same jobs are pooled, and "
+                                                  "3+ measure each job's run-to-run noise for the gate."),
                   file: Optional[Path] = typer.Option(None, "--file", help="Where to write it (default: "
                                                       "paths.baselines/<gpu-or-cpu>-torch<ver>-cuda<ver>.json)."),
                   config: Optional[Path] = ConfigOpt, set_: List[str] = typer.Option([], "--set", help=SetOpt.help)):
-    """Save a run as the baseline of its GPU model and software stack."""
+    """Save a run (or several) as the baseline of its GPU model and software stack."""
     from .gate import save_baseline_cmd
     save_baseline_cmd(load_config(config, sets=set_), run, file, Console())
 

@@ -37,6 +37,7 @@ class TimingConfig:
     input_sets: int = 3            # timing pool: every timed call gets one, its elements permuted afresh (sides.py)
     bootstrap: int = 2000          # bootstrap resamples for the CI
     profile: bool = True           # profile one call: the share of time in the candidate's own code (library-heavy)
+    cpu_threads: int = 0           # CPU: intra-op threads of the reference and of the candidate (0 = torch's default)
 
 
 @dataclass
@@ -66,6 +67,8 @@ class Paths:
 class CompareConfig:
     tau: float = 0.05              # regression threshold: fail only when the whole CI of new/base < 1 - tau
     rerun_rounds_factor: int = 3   # inconclusive jobs are rerun once with min/max rounds and budget times this
+    between_sd_cpu: float = 0.05   # run-to-run sd of a job's log speedup the CI of one run does not hold (CPU)
+    between_sd_cuda: float = 0.005  # the same on a GPU; a baseline saved from 3+ runs measures its own per job
 
 
 @dataclass
@@ -171,11 +174,13 @@ def _validate(cfg: Config, where: str) -> None:
     if cfg.trials < 1:
         raise InputError(f"{where}: trials: must be >= 1, got {cfg.trials}")
     t = cfg.timing
-    if t.samples_per_round < 1 or t.min_rounds < 2 or t.max_rounds < t.min_rounds or t.input_sets < 1:
+    if t.samples_per_round < 1 or t.min_rounds < 2 or t.max_rounds < t.min_rounds or t.input_sets < 1 \
+            or t.cpu_threads < 0:
         raise InputError(f"{where}: timing: need samples_per_round >= 1, 2 <= min_rounds <= max_rounds, "
-                         "input_sets >= 1")
-    if not 0 < cfg.compare.tau < 1 or cfg.compare.rerun_rounds_factor < 1:
-        raise InputError(f"{where}: compare: need 0 < tau < 1 and rerun_rounds_factor >= 1")
+                         "input_sets >= 1, cpu_threads >= 0")
+    if not 0 < cfg.compare.tau < 1 or cfg.compare.rerun_rounds_factor < 1 or \
+            not 0 <= cfg.compare.between_sd_cpu < 1 or not 0 <= cfg.compare.between_sd_cuda < 1:
+        raise InputError(f"{where}: compare: need 0 < tau < 1, rerun_rounds_factor >= 1 and 0 <= between_sd_* < 1")
     if not 0 <= cfg.custom_share <= 1:
         raise InputError(f"{where}: custom_share: must be between 0 and 1, got {cfg.custom_share}")
     if cfg.executor.workers < 1:

@@ -76,7 +76,7 @@ def main() -> int:
         f"{r['problem'].split('_')[0]}::{r['candidate']} {r['timing']['speedup']:.2f}x"
         for r in doc["results"] if r["timing"].get("speedup")))
     slow = cpp_kernels(out / "slowed-kernels", twice=True)
-    held = True
+    held, unchanged_runs = True, [out / doc["run_id"]]
     for kind, extra in (("unchanged", []), ("slowed 2x", ["--set", f"paths.kernels={slow}"])):  # (the last --set wins)
         for i in range(a.reruns):
             code, doc = kbench("bench", *problems, *common, *extra, "--baseline", str(base), "--fail-on-regression",
@@ -84,10 +84,20 @@ def main() -> int:
             rows = [v for v in verdicts(base, out / doc["run_id"]) if v[1] not in ("new", "missing")]
             timed = [v for v in rows if v[2] is not None]
             want = 0 if kind == "unchanged" else 1
+            if kind == "unchanged":
+                unchanged_runs.append(out / doc["run_id"])
             ok = code == want and (kind == "unchanged" or all(v[1] == "regressed" for v in timed))
             held &= ok
             print(f"{kind} #{i + 1}: exit {code} ({'as it should' if ok else 'WRONG'}): " + ", ".join(
                 f"{job.split('::')[0].split('_')[0]}::{job.split('::')[1]} {v} {r:.3f}" for job, v, r in timed))
+    # every unchanged run as the baseline of every other: whichever run a baseline came from, no noise failure
+    pairs = [(a, b) for a in unchanged_runs for b in unchanged_runs if a != b]
+    failed = [(x.name, y.name) for x, y in pairs if subprocess.run(
+        [sys.executable, "-m", "kernelbench_cli", "compare", str(x), str(y), "--config", a.config],
+        cwd=ROOT, capture_output=True, env=dict(os.environ, PYTHONPATH=str(ROOT))).returncode != 0]
+    print(f"unchanged runs against each other: {len(pairs) - len(failed)}/{len(pairs)} pairs pass"
+          + (f"; failing: {failed}" if failed else ""))
+    held &= not failed
     print("gate held on every rerun" if held else "gate did NOT hold")
     if not a.out:
         shutil.rmtree(out, ignore_errors=True)

@@ -115,7 +115,7 @@ def finish(plan: GatePlan, cfg, device: str, jobs: list, as_json: bool, *, basel
 
     base = pick_baseline(baseline, new, cfg.paths.baselines, err, plan.baselines) if baseline else None
     against = base or B.Snapshot("none", {}, {})
-    comps = B.compare_snapshots(against, new, tau, cfg.timing.bootstrap)
+    comps = B.compare_snapshots(against, new, tau, cfg.timing.bootstrap, cfg.compare)
     if base is None:
         for c in comps:
             c.reason = c.reason.replace("not in the baseline", "no baseline")
@@ -130,7 +130,8 @@ def finish(plan: GatePlan, cfg, device: str, jobs: list, as_json: bool, *, basel
                   highlight=False)
         execute(again, more, device, store, err)
         new = B.snapshot_from_results(store.load(), str(store.results_file))
-        comps = [B.compare_job(c.job, c.base, new.jobs.get(c.job), tau, cfg.timing.bootstrap)
+        sd = B.between_default(cfg.compare, new)
+        comps = [B.compare_job(c.job, c.base, new.jobs.get(c.job), tau, cfg.timing.bootstrap, sd)
                  if c.job in unsure else c for c in comps]
         for c in comps:
             c.rerun = c.job in unsure
@@ -155,10 +156,11 @@ def finish(plan: GatePlan, cfg, device: str, jobs: list, as_json: bool, *, basel
     return 0 if all(r.status == R.OK for r in results) else 1
 
 
-def save_baseline_cmd(cfg, run: str, file: Path | None, out: Console) -> Path:
-    """`kbench baseline save RUN [--file FILE]`."""
-    results_file = R.resolve_run(run, cfg.paths.runs)
-    snap = B.snapshot_from_results(R.load_results(results_file), str(results_file))
+def save_baseline_cmd(cfg, runs: list[str], file: Path | None, out: Console) -> Path:
+    """`kbench baseline save RUN [RUN...] [--file FILE]` (several runs: pooled per job, their spread kept)."""
+    files = [R.resolve_run(run, cfg.paths.runs) for run in runs]
+    results_file = files[0] if len(files) == 1 else ", ".join(map(str, files))
+    snap = B.snapshot_from_runs([R.load_results(f) for f in files], str(results_file))
     if not snap.jobs:
         raise InputError(f"{results_file}: the run recorded no jobs; nothing to save")
     if file is None and not snap.env:
@@ -186,7 +188,7 @@ def compare_cmd(cfg, base_spec: str, new_spec: str, as_json: bool, junit: Path |
     if warning:
         err.print(f"[yellow]warning:[/] {warning}", highlight=False)
     tau = cfg.compare.tau
-    comps = B.compare_snapshots(base, new, tau, cfg.timing.bootstrap)
+    comps = B.compare_snapshots(base, new, tau, cfg.timing.bootstrap, cfg.compare)
     B.render(comps, out, f"compare · {base.source} → {new.source}", tau)
     title = f"kbench compare · {Path(new.source).parent.name or new.source}"
     if junit:

@@ -21,15 +21,22 @@ The rule (DESIGN.md, "Regression rule"), per job, in this order:
      1 - tau <= lo <= 1 + tau      -> `unchanged`     (no slowdown beyond tau is plausible; this includes a
                                                        CI inside [1 - tau, 1 + tau] and one that reaches
                                                        above 1 + tau without lying wholly above it)
-   A job without timing on either side (e.g. a build-only run) is `unchanged`.
+   A job without timing on either side (e.g. a build-only run) is `unchanged`. tau here is the effective
+   threshold: one run's CI cannot see the noise between runs (measured on the 2-core CPU box: sd of log
+   speedup up to 0.047 between unchanged runs whose own CIs were +-1.4%, so a one-run baseline could fail
+   an unchanged rerun at 0.885x), so 1 - tau becomes (1 - tau) * exp(-1.96 * sqrt(2) * sd), with sd the
+   baseline's own (saved from 3+ runs) or `compare.between_sd_cpu` / `_cuda` (`effective_tau`).
 
 Only `regressed` fails the gate. `bench --fail-on-regression` reruns `inconclusive` jobs once with more
 rounds before deciding; a job still inconclusive after that is a warning.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import re
+import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -40,6 +47,7 @@ from rich.table import Table
 
 from .. import results as R
 from .. import stats
+from ..config import CompareConfig
 from ..errors import InputError
 
 FORMAT = "kbench-baseline/1"
@@ -68,6 +76,8 @@ class JobRecord:
     rounds: int = 0
     round_ratios: list = field(default_factory=list)  # per-round ref/cand speedups
     note: str = ""                   # why there is no speed (e.g. interpreted)
+    runs: int = 1                    # runs this record pools (a baseline saved from several)
+    between_sd: float | None = None  # their run-to-run sd of log speedup (3+ runs), else the device default
     ref_rounds_ms: list = field(default_factory=list)
     cand_rounds_ms: list = field(default_factory=list)
     wall_s: float = 0.0
@@ -126,6 +136,37 @@ def latest_per_job(results: list[R.Result]) -> list[R.Result]:
 def env_of(results: list[R.Result]) -> dict:
     """The environment of the first job that reached the device (build failures record none)."""
     return next((dict(r.env) for r in results if r.env), {})
+
+
+def pooled(records: list[JobRecord]) -> JobRecord:
+    """One job's record over several runs of it: the geometric mean speedup, every run's rounds, the CI bounds
+    of them all, and the run-to-run sd of the log speedup (3+ runs). A run where it failed wins: recorded as
+    failing."""
+    failing = [r for r in records if not r.correct]
+    timed = [r for r in records if r.timed]
+    if failing or len(timed) < len(records) or len(records) == 1:
+        return (failing or records)[0]
+    logs = [math.log(r.speedup) for r in timed]
+    first = records[0]
+    return dataclasses.replace(
+        first, speedup=math.exp(sum(logs) / len(logs)), ci_low=min(r.ci_low or r.speedup for r in timed),
+        ci_high=max(r.ci_high or r.speedup for r in timed), rounds=sum(r.rounds for r in timed),
+        round_ratios=[x for r in timed for x in r.round_ratios], ref_rounds_ms=[x for r in timed for x in r.ref_rounds_ms],
+        cand_rounds_ms=[x for r in timed for x in r.cand_rounds_ms], runs=len(records),
+        between_sd=statistics.stdev(logs) if len(logs) >= 3 else None)
+
+
+def snapshot_from_runs(runs: list[list[R.Result]], source: str) -> Snapshot:
+    """A baseline from several runs of the same jobs (each job pooled over the runs that have it)."""
+    snaps = [snapshot_from_results(results, source) for results in runs]
+    jobs = {job: pooled([s.jobs[job] for s in snaps if job in s.jobs]) for job in dict.fromkeys(
+        j for s in snaps for j in s.jobs)}
+    return Snapshot(source, snaps[0].env, jobs, ",".join(s.run_id for s in snaps if s.run_id))
+
+
+def between_default(compare_cfg, snap: Snapshot) -> float:
+    """The run-to-run sd a comparison assumes where the baseline did not measure its own: per device."""
+    return compare_cfg.between_sd_cuda if snap.env.get("gpu") else compare_cfg.between_sd_cpu
 
 
 def snapshot_from_results(results: list[R.Result], source: str) -> Snapshot:
@@ -198,6 +239,8 @@ class Comparison:
     ratio_high: float | None = None
     method: str = ""                 # bootstrap | bounds (how the CI was computed)
     rerun: bool = False              # decided after a rerun with more rounds
+    tau: float | None = None         # the threshold used: tau with the run-to-run noise in it (effective_tau)
+    between_sd: float | None = None  # that noise: the baseline's own (3+ runs) or the device default
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -230,8 +273,15 @@ def classify(lo: float, hi: float, tau: float) -> str:
     return UNCHANGED
 
 
+def effective_tau(tau: float, sd: float) -> float:
+    """The threshold with run-to-run noise in it: an unchanged job's new/base lands within a factor
+    exp(+-1.96 * sqrt(2) * sd) of 1 in 95% of reruns (both runs' log speedups carry sd), so a slowdown counts
+    only beyond 1 - tau times that factor. sd 0: tau itself."""
+    return tau if sd <= 0 else 1 - (1 - tau) * math.exp(-1.96 * math.sqrt(2) * sd)
+
+
 def compare_job(job: str, base: JobRecord | None, new: JobRecord | None, tau: float,
-                resamples: int = 2000) -> Comparison:
+                resamples: int = 2000, between_sd: float = 0.0) -> Comparison:
     if new is None:
         return Comparison(job, MISSING, "in the baseline, not in this run", base=base)
     if base is None:
@@ -255,19 +305,25 @@ def compare_job(job: str, base: JobRecord | None, new: JobRecord | None, tau: fl
     else:
         c.ratio = new.speedup / base.speedup
         c.ratio_low, c.ratio_high, c.method = ratio_ci(base, new, resamples)
+        sd = base.between_sd if base.between_sd is not None else between_sd
+        c.tau = tau = effective_tau(tau, sd)
+        c.between_sd = sd
         c.verdict = classify(c.ratio_low, c.ratio_high, tau)
         ci = f"new/base {c.ratio:.3f}× [{c.ratio_low:.3f}, {c.ratio_high:.3f}]"
+        noise = f" (τ with run-to-run sd {sd:.3f})" if sd else ""
         c.reason = {REGRESSED: f"{ci}: whole CI below 1 - τ = {1 - tau:.3f}",
                     INCONCLUSIVE: f"{ci}: CI straddles 1 - τ = {1 - tau:.3f}",
                     IMPROVED: f"{ci}: whole CI above 1 + τ = {1 + tau:.3f}",
-                    UNCHANGED: f"{ci}: no slowdown beyond τ = {tau:g}"}[c.verdict]
+                    UNCHANGED: f"{ci}: no slowdown beyond τ = {tau:.3g}"}[c.verdict] + noise
     return c
 
 
-def compare_snapshots(base: Snapshot, new: Snapshot, tau: float, resamples: int = 2000) -> list[Comparison]:
+def compare_snapshots(base: Snapshot, new: Snapshot, tau: float, resamples: int = 2000,
+                      between=None) -> list[Comparison]:
     """One Comparison per job of either side: the new run's order first, then the missing ones."""
     jobs = list(new.jobs) + [j for j in base.jobs if j not in new.jobs]
-    return [compare_job(j, base.jobs.get(j), new.jobs.get(j), tau, resamples) for j in jobs]
+    sd = between_default(between or CompareConfig(), new if new.env else base)
+    return [compare_job(j, base.jobs.get(j), new.jobs.get(j), tau, resamples, sd) for j in jobs]
 
 
 def counts(comps: list[Comparison]) -> dict:

@@ -43,6 +43,10 @@ class JudgeClient:
         # allocator, as a long-running program would.
         full_env.setdefault("MALLOC_MMAP_THRESHOLD_", str(32 << 20))
         full_env.setdefault("MALLOC_TRIM_THRESHOLD_", str(1 << 40))
+        if device == "cpu" and cfg.timing.cpu_threads:
+            # equal, pinned thread counts for the reference and (inherited) its candidates: on a shared 2-core
+            # box a one-thread speedup moved ~4x less between runs than a two-thread one (README, CI gate)
+            full_env.update(OMP_NUM_THREADS=str(cfg.timing.cpu_threads), MKL_NUM_THREADS=str(cfg.timing.cpu_threads))
         full_env.update(PYTHONPATH=os.pathsep.join(p for p in (PACKAGE_PARENT, os.environ.get("PYTHONPATH")) if p),
                         PYTHONUNBUFFERED="1", KBENCH_FD=str(theirs.fileno()), KBENCH_PARENT_PID=str(os.getpid()))
         with open(self.log_path, "w") as log:
