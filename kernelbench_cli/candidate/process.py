@@ -53,11 +53,8 @@ def import_candidate(msg: dict, compile: bool):
         traceback.print_exc()
         error = e
     exts = interceptor.extensions
-    built = [x for x in exts if x["backend"] != "triton"]     # Triton kernels compile at their first launch
     build = {"extensions": exts, "seconds": round(time.perf_counter() - start, 3),
-             "status": "failed" if interceptor.failure else "cached" if built and all(x["cached"] for x in built)
-             else "built" if built else ("interpreted" if os.environ.get("TRITON_INTERPRET") == "1" else "jit")
-             if exts else "none", "log": ""}
+             "status": build_status(exts, interceptor.failure), "log": ""}
     if interceptor.failure:
         build["log"] = interceptor.failure[-LOG_TAIL:]
         print(interceptor.failure, file=sys.stderr)
@@ -71,6 +68,19 @@ def import_candidate(msg: dict, compile: bool):
         return None, build, Reply(op="error", ok=False, status="missing-modelnew",
                                   message="the candidate defines no ModelNew; add class ModelNew(nn.Module)"), interceptor
     return module, build, None, interceptor
+
+
+def build_status(exts: list, failure: str | None) -> str:
+    """failed | cached | built (load_inline extensions) | jit | interpreted (Triton kernels only: they
+    compile at their first launch, or never under the interpreter) | none."""
+    if failure:
+        return "failed"
+    built = [x for x in exts if x["backend"] != "triton"]
+    if built:
+        return "cached" if all(x["cached"] for x in built) else "built"
+    if exts:
+        return "interpreted" if os.environ.get("TRITON_INTERPRET") == "1" else "jit"
+    return "none"
 
 
 class Server:
