@@ -4,6 +4,7 @@
 # STEPS, comma-separated, run in this order:
 #   env        GPUs, driver, torch
 #   build      kbench build --all (pool)
+#   triton     the four GPU problems with bundled Triton candidates, beside their CUDA ones, eager + compile
 #   gputests   pytest -m gpu (after the build: a compiler beside a timed job would disturb its witness)
 #   calibrate  device ceilings (copy bandwidth, matmul rates) -> ceilings.json
 #   seeds      kbench check of the two seed problems (issue 6), one per GPU when there are two
@@ -34,6 +35,8 @@ run_id() { python3 -c "import json,sys;print(json.load(open(sys.argv[1]))['run_i
 if has env; then
   nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
   python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'gpus', torch.cuda.device_count())"
+  python3 -c "import triton; print('triton', triton.__version__)" || echo "triton: not installed"
+  ls .whl/*.whl >/dev/null 2>&1 && pip install -q --no-deps .whl/*.whl 2>&1 | tail -1
   nproc
 fi
 if has probe; then
@@ -43,6 +46,11 @@ if has probe; then
 fi
 if has build; then
   timed kb build --all --out "$RUNS" --set build.jobs="$(nproc)" | tail -8
+fi
+if has triton; then
+  CUDA_VISIBLE_DEVICES=0 timed kb bench level1/6_GELU level1/5_RMSNorm level1/3_Softmax level2/1_Gemm_Bias_ReLU \
+    --baselines eager,compile --out "$ART/triton" $CEIL --json --set timeouts.run_s=300 "$@" > "$ART/triton.json"
+  kb report "$ART/triton/$(run_id "$ART/triton.json")" 2>&1 | tail -40
 fi
 if has gputests; then
   CUDA_VISIBLE_DEVICES=0 timed python3 -m pytest -m gpu -q tests/test_gpu.py --basetemp="$RUNS/pytest" \

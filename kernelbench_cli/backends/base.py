@@ -28,6 +28,13 @@ class Backend:
         if self.hook:
             importlib.import_module(f"{__package__}.{self.hook}").install(record, device, cache_dir)
 
+    def prepare(self, device: str) -> None:
+        """Candidate process, before the sandbox and the candidate's import: bring up what the backend's run
+        time needs that the sandbox refuses (subprocesses, file writes), without running candidate code."""
+        hook = importlib.import_module(f"{__package__}.{self.hook}") if self.hook else None
+        if hook is not None and hasattr(hook, "prepare"):
+            hook.prepare(device)
+
     def warm(self, module, msg: dict, device: str) -> None:
         """Build process, after the import: compile what compiles at first use (raises what failed)."""
         if device in self.warms_on:

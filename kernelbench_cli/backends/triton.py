@@ -40,6 +40,23 @@ def install(record, device: str, cache_dir: str) -> None:
     _patch_autotuner(autotuner.Autotuner, record, device)
 
 
+def prepare(device: str) -> None:
+    """On a GPU, Triton's first launch in a process runs `ldconfig -p` (to find libcuda), loads its C utilities
+    (compiled into its cache by the build process) and asks ptxas its version for the cache key: subprocesses
+    the sandbox refuses. All three happen here, before it, once; after it, launches only read the cache."""
+    if device != "cuda":
+        return
+    try:
+        from triton.runtime.driver import driver
+        target = driver.active.get_current_target()
+        from triton.compiler.compiler import make_backend
+        make_backend(target).hash()
+    except Exception as e:     # the first launch will fail with the reason; say it here too
+        import sys
+        print(f"kbench: Triton's driver did not come up before the sandbox: {type(e).__name__}: {e}"[:400],
+              file=sys.stderr)
+
+
 def _patch_autotuner(cls, record, device: str) -> None:
     """The config each autotuned kernel ran with goes into its record (the result's build.extensions)."""
     prune, run = cls.prune_configs, cls.run

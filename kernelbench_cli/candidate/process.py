@@ -34,15 +34,24 @@ def failure_status(e: BaseException) -> str:
     return "cuda-error" if "CUDA error" in str(e) or type(e).__name__ == "AcceleratorError" else "runtime-error"
 
 
-def import_candidate(msg: dict, compile: bool):
-    """(module or None, BuildInfo dict, failure Reply or None, interceptor). Every backend the candidate uses
-    (msg "backends", read from its file by the parent) installs its hook first; the load_inline one always."""
+def install_backends(msg: dict, compile: bool):
+    """The record of what the candidate builds and calls, with the hook of every backend it uses (msg
+    "backends", read from its file by the parent; the load_inline one always) installed and each backend's
+    run-time brought up: trusted code, before the sandbox (Triton's driver runs ldconfig and ptxas once)."""
     from ..backends import BY_NAME
-    from .loading import BuildFailed, BuildInterceptor, import_file
-    path, cache_dir = msg["candidate_path"], msg["cache_dir"]
-    interceptor = BuildInterceptor(cache_dir, msg.get("verbose", False), compile=compile)
+    from .loading import BuildInterceptor
+    interceptor = BuildInterceptor(msg["cache_dir"], msg.get("verbose", False), compile=compile)
+    device = os.environ.get("KBENCH_DEVICE", "cpu")
     for name in dict.fromkeys(["cpu"] + list(msg.get("backends", []))):
-        BY_NAME[name].install(interceptor, os.environ.get("KBENCH_DEVICE", "cpu"), cache_dir)
+        BY_NAME[name].install(interceptor, device, msg["cache_dir"])
+        BY_NAME[name].prepare(device)
+    return interceptor
+
+
+def import_candidate(msg: dict, interceptor):
+    """(module or None, BuildInfo dict, failure Reply or None, interceptor), the backends installed first."""
+    from .loading import BuildFailed, import_file
+    path = msg["candidate_path"]
     start = time.perf_counter()
     module, error = None, None
     try:
@@ -170,9 +179,10 @@ class Server:
         sys.modules.pop("kbench_standin_problem", None)
         import gc
         gc.collect()            # the stand-in is gone before candidate code could look for it
+        interceptor = install_backends(msg, compile=False)
         confined = sandbox.confine()
         sys.dont_write_bytecode = True
-        module, build, failure, self.interceptor = import_candidate(msg, compile=False)
+        module, build, failure, self.interceptor = import_candidate(msg, interceptor)
         if failure:
             failure.build = build
             return failure
@@ -355,7 +365,7 @@ def build_main() -> int:
     opened: set = set()
     sys.addaudithook(lambda event, args: opened.add(os.path.abspath(args[0]))
                      if event == "open" and isinstance(args[0], str) else None)
-    module, build, failure, _ = import_candidate(msg, compile=True)
+    module, build, failure, _ = import_candidate(msg, install_backends(msg, compile=True))
     if failure is None:
         failure = warm(module, msg)
         build["status"] = "failed" if failure else build["status"]
