@@ -326,6 +326,41 @@ void launch_gemm(const float* A, const float* B, const float* bias, float* C, in
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// ---- rows with inf/NaN inputs, recomputed in plain fp32 ---------------------------------------
+// The 3xTF32 split of an inf is inf + NaN (inf - inf), and inf times a zero or opposite-signed lo part
+// is NaN where IEEE fp32 gives +-inf (which ReLU turns into the reference's 0). Keeping the split finite
+// inside the GEMM costs registers it has none to spare for (it spilled: 2x slower), so the GEMM stays as
+// it is and the rows of x holding a non-finite value are found (one read of x, ~1% of the GEMM) and
+// recomputed here with IEEE fp32 FMAs; a block of a finite row returns at once.
+__global__ void nonfinite_rows(const float* __restrict__ x, int K, int* __restrict__ flags) {
+    const float* row = x + (size_t)blockIdx.x * K;
+    int bad = 0;
+    for (int k = threadIdx.x; k < K; k += blockDim.x) bad |= !isfinite(row[k]);
+    bad = __syncthreads_or(bad);
+    if (threadIdx.x == 0) flags[blockIdx.x] = bad;
+}
+
+template <int EPI>
+__global__ void fix_rows(const float* __restrict__ x, const float* __restrict__ W, const float* __restrict__ bias,
+                         float* __restrict__ C, const int* __restrict__ flags, int N, int K) {
+    if (!flags[blockIdx.x]) return;
+    const float* xr = x + (size_t)blockIdx.x * K;
+    for (int n = threadIdx.x; n < N; n += blockDim.x) {
+        const float* wr = W + (size_t)n * K;
+        float acc = 0.0f;
+        for (int k = 0; k < K; ++k) acc = fmaf(xr[k], wr[k], acc);
+        C[(size_t)blockIdx.x * N + n] = epilogue_op<EPI>(acc, bias[n]);
+    }
+}
+
+template <int EPI>
+void fix_nonfinite_rows(const float* x, const float* W, const float* bias, float* C, int M, int N, int K,
+                        int* flags, cudaStream_t stream) {
+    nonfinite_rows<<<M, 256, 0, stream>>>(x, K, flags);
+    fix_rows<EPI><<<M, 128, 0, stream>>>(x, W, bias, C, flags, N, K);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
@@ -367,6 +402,11 @@ at::Tensor linear_3xtf32(at::Tensor x, at::Tensor W, at::Tensor b, int64_t epi) 
         else KB_LIN(false, EPI_BIAS_GELU);
     }
 #undef KB_LIN
+    auto flags = at::empty({Mrows}, x.options().dtype(at::kInt));
+    int* fp = flags.data_ptr<int>();
+    if (epi == EPI_BIAS) fix_nonfinite_rows<EPI_BIAS>(xp, wp, bp, op, m, n, k, fp, stream);
+    else if (epi == EPI_BIAS_RELU) fix_nonfinite_rows<EPI_BIAS_RELU>(xp, wp, bp, op, m, n, k, fp, stream);
+    else fix_nonfinite_rows<EPI_BIAS_GELU>(xp, wp, bp, op, m, n, k, fp, stream);
     return out;
 }
 """

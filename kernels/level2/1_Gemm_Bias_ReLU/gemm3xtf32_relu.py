@@ -236,6 +236,38 @@ static void linear3x_dispatch(const float* A, const float* W, const float* bias,
         launch_linear3x<64, 64, 2, 2>(A, W, bias, res, C, M, N, K, act, stream);
 }
 
+// ---- rows with inf/NaN inputs, recomputed in plain fp32 ---------------------------------------
+// The 3xTF32 split of an inf is inf + NaN (inf - inf), and inf times a zero or opposite-signed lo part
+// is NaN where IEEE fp32 gives +-inf (which ReLU turns into the reference's 0). A finite split inside the
+// GEMM needs registers it has none to spare for, so the GEMM stays as it is: the rows of x holding a
+// non-finite value are found (one read of x, ~1% of the GEMM) and recomputed here with IEEE fp32 FMAs; a
+// block of a finite row returns at once.
+__global__ void nonfinite_rows(const float* __restrict__ x, int K, int* __restrict__ flags) {
+    const float* row = x + (size_t)blockIdx.x * K;
+    int bad = 0;
+    for (int k = threadIdx.x; k < K; k += blockDim.x) bad |= !isfinite(row[k]);
+    bad = __syncthreads_or(bad);
+    if (threadIdx.x == 0) flags[blockIdx.x] = bad;
+}
+
+__global__ void fix_rows(const float* __restrict__ x, const float* __restrict__ W, const float* __restrict__ bias,
+                         const float* __restrict__ res, float* __restrict__ C, const int* __restrict__ flags,
+                         int N, int K, int act) {
+    if (!flags[blockIdx.x]) return;
+    const size_t row = blockIdx.x;
+    const float* xr = x + row * K;
+    for (int n = threadIdx.x; n < N; n += blockDim.x) {
+        const float* wr = W + (size_t)n * K;
+        float v = 0.0f;
+        for (int k = 0; k < K; ++k) v = fmaf(xr[k], wr[k], v);
+        v += bias[n];
+        if (act == ACT_RELU) v = activate<ACT_RELU>(v);
+        else if (act == ACT_GELU) v = activate<ACT_GELU>(v);
+        if (res != nullptr) v += res[row * N + n];
+        C[row * N + n] = v;
+    }
+}
+
 // x: (..., K) contiguous, weight (N, K), bias (N), residual (..., N) or empty; act 0/1/2.
 at::Tensor linear_3xtf32(at::Tensor x, at::Tensor weight, at::Tensor bias, at::Tensor residual,
                             int64_t act) {
@@ -265,6 +297,10 @@ at::Tensor linear_3xtf32(at::Tensor x, at::Tensor weight, at::Tensor bias, at::T
     float* C = out.data_ptr<float>();
     TORCH_CHECK(act >= 0 && act <= 2, "linear_3xtf32: act must be 0 (none), 1 (relu) or 2 (gelu)");
     linear3x_dispatch(A, Wp, b, r, C, M, N, K, (int)act, stream);
+    auto flags = at::empty({M}, x.options().dtype(at::kInt));
+    nonfinite_rows<<<M, 256, 0, stream>>>(A, K, flags.data_ptr<int>());
+    fix_rows<<<M, 128, 0, stream>>>(A, Wp, b, r, C, flags.data_ptr<int>(), N, K, (int)act);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
 }
 """
@@ -283,6 +319,12 @@ _ext = load_inline(
 )
 
 
+def _pad_cols(t, mult):
+    """Zero columns up to a multiple of `mult` (the kernel's 16-byte rows); zeros add nothing to a dot product."""
+    extra = -t.shape[-1] % mult
+    return torch.nn.functional.pad(t, (0, extra)) if extra else t
+
+
 class ModelNew(nn.Module):
     def __init__(self, in_features, out_features):
         super().__init__()
@@ -290,4 +332,5 @@ class ModelNew(nn.Module):
 
     def forward(self, x):
         no_residual = x.new_empty(0)
-        return _ext.linear_3xtf32(x.contiguous(), self.linear.weight, self.linear.bias, no_residual, 1)
+        return _ext.linear_3xtf32(_pad_cols(x.contiguous(), 4), _pad_cols(self.linear.weight, 4), self.linear.bias,
+                                  no_residual, 1)      # other in_features: zero-padded to a multiple of 4

@@ -136,7 +136,7 @@ static int norm_threads(int C4) {
 // out = h * rsqrt(mean(h^2) + eps) * w with h = x + r, one pass over x and r (h stays in registers).
 __global__ void __launch_bounds__(1024)
 add_rmsnorm_kernel(const float* __restrict__ x, const float* __restrict__ r, const float* __restrict__ w,
-                   float* __restrict__ out, int C, float eps) {
+                   float* __restrict__ out, int C, int n, float eps) {
     __shared__ float red[32];
     const int C4 = C / 4;
     const size_t row = blockIdx.x;
@@ -153,7 +153,7 @@ add_rmsnorm_kernel(const float* __restrict__ x, const float* __restrict__ r, con
             ss += h[i].x * h[i].x + h[i].y * h[i].y + h[i].z * h[i].z + h[i].w * h[i].w;
         }
     }
-    const float inv = rsqrtf(block_sum(ss, red) / (float)C + eps);
+    const float inv = rsqrtf(block_sum(ss, red) / (float)n + eps);   // n: the row's true length (C may be padded)
     const float4* w4 = reinterpret_cast<const float4*>(w);
     float4* o4 = reinterpret_cast<float4*>(out + row * C);
 #pragma unroll
@@ -166,27 +166,27 @@ add_rmsnorm_kernel(const float* __restrict__ x, const float* __restrict__ r, con
     }
 }
 
-at::Tensor add_rmsnorm(at::Tensor x, at::Tensor residual, at::Tensor weight, double eps) {
+at::Tensor add_rmsnorm(at::Tensor x, at::Tensor residual, at::Tensor weight, double eps, int64_t n) {
     TORCH_CHECK(x.is_cuda() && residual.is_cuda() && weight.is_cuda(), "add_rmsnorm: CUDA tensors expected");
     TORCH_CHECK(x.scalar_type() == at::kFloat && residual.scalar_type() == at::kFloat && weight.scalar_type() == at::kFloat,
                 "add_rmsnorm: float32 expected");
     TORCH_CHECK(x.is_contiguous() && residual.is_contiguous() && weight.is_contiguous(), "add_rmsnorm: contiguous");
     TORCH_CHECK(x.sizes() == residual.sizes(), "add_rmsnorm: x and residual shapes differ");
     const int C = x.size(-1);
-    TORCH_CHECK(weight.numel() == C, "add_rmsnorm: weight size");
+    TORCH_CHECK(weight.numel() == C && n > 0 && n <= C, "add_rmsnorm: weight size");
     TORCH_CHECK(C % 4 == 0 && C / 4 <= 1024 * NORM_MAX_VEC, "add_rmsnorm: hidden size must be a multiple of 4, <= 32768");
     auto out = at::empty_like(x);
     const long rows = x.numel() / C;
     if (rows == 0) return out;
     add_rmsnorm_kernel<<<(unsigned)rows, norm_threads(C / 4), 0, c10::cuda::getCurrentCUDAStream()>>>(
-        x.data_ptr<float>(), residual.data_ptr<float>(), weight.data_ptr<float>(), out.data_ptr<float>(), C, (float)eps);
+        x.data_ptr<float>(), residual.data_ptr<float>(), weight.data_ptr<float>(), out.data_ptr<float>(), C, (int)n, (float)eps);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
 }
 """
 
 CPP_SRC = r"""
-at::Tensor add_rmsnorm(at::Tensor x, at::Tensor residual, at::Tensor weight, double eps);
+at::Tensor add_rmsnorm(at::Tensor x, at::Tensor residual, at::Tensor weight, double eps, int64_t n);
 """
 
 _ext = load_inline(
@@ -199,6 +199,12 @@ _ext = load_inline(
 )
 
 
+def _pad_cols(t, mult):
+    """Zero columns up to a multiple of `mult` (the kernel's 16-byte rows); zeros add nothing to a dot product."""
+    extra = -t.shape[-1] % mult
+    return torch.nn.functional.pad(t, (0, extra)) if extra else t
+
+
 class ModelNew(nn.Module):
     def __init__(self, hidden_size, eps):
         super().__init__()
@@ -206,4 +212,7 @@ class ModelNew(nn.Module):
         self.eps = eps
 
     def forward(self, x, residual):
-        return _ext.add_rmsnorm(x.contiguous(), residual.contiguous(), self.weight, self.eps)
+        C = x.shape[-1]     # other hidden sizes: zero-padded to the kernel's multiple of 4, the mean over C
+        out = _ext.add_rmsnorm(_pad_cols(x.contiguous(), 4), _pad_cols(residual.contiguous(), 4),
+                               _pad_cols(self.weight, 4), self.eps, C)
+        return out[..., :C] if out.shape[-1] != C else out

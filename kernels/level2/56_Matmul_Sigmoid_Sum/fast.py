@@ -268,6 +268,51 @@ __global__ void sum_partials(const double* __restrict__ partial, float* __restri
     if (lane == 0) out[row] = (float)s;
 }
 
+// ---- rows with inf/NaN inputs -------------------------------------------------------------------
+// The split of an inf is inf + NaN (inf - inf), and inf times a zero or opposite-signed lo part is NaN
+// where IEEE fp32 gives +-inf (which sigmoid turns into 1 or 0). A finite split inside the GEMM costs
+// registers it has none to spare for, so the GEMM stays as it is and this kernel, one block per row of x,
+// finds a row holding a non-finite value (one read of x, ~1% of the GEMM; a finite row returns) and
+// recomputes its sum: each x.w_n is then non-finite, decided by the non-finite x[k] alone (inf*w, NaN, and
+// inf + -inf fold the same in any order), so only those positions are multiplied (all K past MAX_POS).
+constexpr int FIX_THREADS = 256, MAX_POS = 1024;
+__global__ void __launch_bounds__(FIX_THREADS)
+fix_nonfinite_rows(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
+                   float* __restrict__ out, int N, int K) {
+    __shared__ int pos[MAX_POS];
+    __shared__ int npos;
+    __shared__ double red[FIX_THREADS / 32];
+    const float* xr = x + (size_t)blockIdx.x * K;
+    if (threadIdx.x == 0) npos = 0;
+    __syncthreads();
+    for (int k = threadIdx.x; k < K; k += FIX_THREADS)
+        if (!isfinite(xr[k])) {
+            const int i = atomicAdd(&npos, 1);
+            if (i < MAX_POS) pos[i] = k;
+        }
+    __syncthreads();
+    const int np = npos;
+    if (np == 0) return;
+    double s = 0.0;
+    for (int n = threadIdx.x; n < N; n += FIX_THREADS) {
+        const float* wr = w + (size_t)n * K;
+        float v = 0.0f;
+        if (np <= MAX_POS) for (int i = 0; i < np; ++i) v += xr[pos[i]] * wr[pos[i]];
+        else for (int k = 0; k < K; ++k) v = fmaf(xr[k], wr[k], v);
+        v += bias[n];
+        s += (double)(1.0f / (1.0f + expf(-v)));
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double t = 0.0;
+        for (int i = 0; i < FIX_THREADS / 32; ++i) t += red[i];
+        out[blockIdx.x] = (float)t;
+    }
+}
+
 }  // namespace
 
 torch::Tensor linear_sigmoid_rowsum(torch::Tensor x, torch::Tensor w, torch::Tensor b) {
@@ -296,6 +341,9 @@ torch::Tensor linear_sigmoid_rowsum(torch::Tensor x, torch::Tensor w, torch::Ten
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     sum_partials<<<(M + 7) / 8, 256, 0, stream>>>(partial.data_ptr<double>(), out.data_ptr<float>(), nblk, M);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
+    fix_nonfinite_rows<<<M, FIX_THREADS, 0, stream>>>(x.data_ptr<float>(), w.data_ptr<float>(), b.data_ptr<float>(),
+                                                      out.data_ptr<float>(), N, K);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
 }
 """
@@ -312,10 +360,17 @@ _ext = load_inline(
 )
 
 
+def _pad_cols(t, mult):
+    """Zero columns up to a multiple of `mult` (the kernel's 16-byte rows); zeros add nothing to a dot product."""
+    extra = -t.shape[-1] % mult
+    return torch.nn.functional.pad(t, (0, extra)) if extra else t
+
+
 class ModelNew(nn.Module):
     def __init__(self, input_size, hidden_size):
         super().__init__()
         self.linear = nn.Linear(input_size, hidden_size)
 
     def forward(self, x):
-        return _ext.linear_sigmoid_rowsum(x.contiguous(), self.linear.weight, self.linear.bias)
+        return _ext.linear_sigmoid_rowsum(_pad_cols(x.contiguous(), 4), _pad_cols(self.linear.weight, 4),
+                                          self.linear.bias)      # other K: zero-padded to a multiple of 4

@@ -282,6 +282,12 @@ _ext = load_inline(
 )
 
 
+def _pad_cols(t, mult):
+    """Zero columns up to a multiple of `mult` (the kernel's 16-byte rows); zeros add nothing to a dot product."""
+    extra = -t.shape[-1] % mult
+    return torch.nn.functional.pad(t, (0, extra)) if extra else t
+
+
 class ModelNew(nn.Module):
     def __init__(self, d_model, d_hidden):
         super().__init__()
@@ -292,5 +298,6 @@ class ModelNew(nn.Module):
     def forward(self, x):
         x = x.contiguous()
         no_residual = x.new_empty(0)
-        h = _ext.linear_3xtf32(x, self.fc1.weight, self.fc1.bias, no_residual, 2)  # bias + GELU
-        return _ext.linear_3xtf32(h, self.fc2.weight, self.fc2.bias, no_residual, 0)
+        # other sizes: each GEMM's K zero-padded to the kernel's multiple of 4
+        h = _ext.linear_3xtf32(_pad_cols(x, 4), _pad_cols(self.fc1.weight, 4), self.fc1.bias, no_residual, 2)  # + GELU
+        return _ext.linear_3xtf32(_pad_cols(h, 4), _pad_cols(self.fc2.weight, 4), self.fc2.bias, no_residual, 0)
