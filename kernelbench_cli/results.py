@@ -27,6 +27,7 @@ CRASH = "crash"                      # worker died: signal (segfault, abort) or 
 TIMEOUT = "timeout"                  # worker exceeded its wall-clock limit and was killed
 INTEGRITY = "integrity"              # outputs matched but an integrity check failed (see flags)
 PROBLEM_ERROR = "problem-error"      # the reference itself failed (Model(), get_inputs() or forward raised)
+SKIPPED = "skipped"                  # not run on this device, and why (an interpreted candidate of a GPU-sized problem)
 
 INTERPRETED = "interpreted — not a speed"    # Timing.note of a backend run in an interpreter (Triton on the CPU)
 

@@ -87,3 +87,15 @@ def test_the_gpu_warm_up_runs_every_specialisation_the_job_will_launch(tmp_path)
                                                                                           "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split()[-1] == "4", proc.stdout
+
+
+def test_an_interpreted_candidate_of_a_gpu_sized_problem_is_skipped_on_the_cpu_with_the_reason(kbench):
+    """GPU problems ship Triton candidates; on the CPU their interpreter would run for many minutes (a 69 GFLOP
+    GEMM), so the job is skipped with one line saying why and where to run it, the reference is not prepared
+    for it, and the run still exits 0."""
+    code, doc = kbench.json("check", "level2/1_Gemm_Bias_ReLU", "--device", "cpu", "--kernel",
+                            ROOT / "kernels" / "level2" / "1_Gemm_Bias_ReLU" / "triton_3xtf32_relu.py")
+    r = doc["results"][0]
+    assert code == 0 and r["status"] == "skipped", (r["status"], r["message"])
+    assert "69 GFLOP" in r["message"] and "--device cuda" in r["message"], r["message"]
+    assert doc["summary"]["skipped"] == 1 and doc["summary"]["jobs"] == 0

@@ -11,7 +11,7 @@ from .. import results as R
 from .. import stats
 from ..results import Result
 
-STATUS_STYLE = {R.OK: "green", R.INCORRECT: "red", R.INTEGRITY: "magenta", R.TIMEOUT: "yellow"}
+STATUS_STYLE = {R.OK: "green", R.INCORRECT: "red", R.INTEGRITY: "magenta", R.TIMEOUT: "yellow", R.SKIPPED: "dim"}
 
 
 def fmt_time(ms: float | None) -> str:
@@ -52,10 +52,11 @@ def fmt_flags(r: Result) -> str:
 
 
 def summary(results: list[Result]) -> dict:
-    speedups = [r.timing.speedup if r.correct else None for r in results if r.speed]   # (interpreted: no speed)
+    ran = [r for r in results if r.status != R.SKIPPED]
+    speedups = [r.timing.speedup if r.correct else None for r in ran if r.speed]   # (interpreted: no speed)
     correct = [s for s in speedups if s is not None]
-    return {"jobs": len(results), "correct": sum(r.correct for r in results),
-            "interpreted": sum(not r.speed for r in results),
+    return {"jobs": len(ran), "correct": sum(r.correct for r in ran), "skipped": len(results) - len(ran),
+            "interpreted": sum(not r.speed for r in ran),
             "geomean_speedup": stats.geomean(correct) if correct else None,
             "fast_1": stats.fast_p(speedups, 1.0),
             "fast_p": {f"{p:g}": stats.fast_p(speedups, p) for p in FAST_P}}
@@ -69,8 +70,9 @@ def summary_line(results: list[Result]) -> str:
     gm = f"{s['geomean_speedup']:.2f}×" if s["geomean_speedup"] else "-"
     fast = "/".join(f"{v:.2f}" for v in s["fast_p"].values())
     interp = f" ({s['interpreted']} interpreted: no speed)" if s["interpreted"] else ""
+    skipped = f" · {s['skipped']} skipped (not run on this device)" if s["skipped"] else ""
     return (f"{s['correct']}/{s['jobs']} correct · geomean speedup {gm} over correct candidates{interp} · "
-            f"fast_1 {s['fast_1']:.2f} · fast_p at p={'/'.join(s['fast_p'])}: {fast}")
+            f"fast_1 {s['fast_1']:.2f} · fast_p at p={'/'.join(s['fast_p'])}: {fast}{skipped}")
 
 
 NARROW = 130    # below this many columns the table keeps only what a verdict needs
@@ -145,7 +147,8 @@ def render(results: list[Result], console: Console, title: str) -> None:
     console.print(table(results, title, console.width))
     for r in results:
         if r.status != R.OK and r.message:
-            console.print(f"[red]✗[/] {r.problem}::{r.candidate}: {r.status}: {r.message}", highlight=False)
+            mark = "[dim]–[/]" if r.status == R.SKIPPED else "[red]✗[/]"
+            console.print(f"{mark} {r.problem}::{r.candidate}: {r.status}: {r.message}", highlight=False)
         for note in notes(r) if r.correct else []:
             console.print(f"[dim]·[/] {r.problem}::{r.candidate}: {note}", highlight=False)
         for f in r.flags:
