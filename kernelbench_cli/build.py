@@ -92,6 +92,11 @@ def job_build(built, ran):
     kernel records of the run, which say what ran (e.g. the config autotuning chose)."""
     jit = [x for x in ran.extensions if x.get("backend") == "triton"]
     if jit:
+        checked = {x["name"]: x["gpu_check"] for x in built.extensions if x.get("gpu_check")}
+        for x in jit:
+            x.pop("launches", None)              # what the build's GPU compile check compiled; its note stays
+            if x["name"] in checked:
+                x["gpu_check"] = checked[x["name"]]
         built.extensions = [x for x in built.extensions if x.get("backend") != "triton"] + jit
     return built
 

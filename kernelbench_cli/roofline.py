@@ -12,6 +12,7 @@ For float32 the matmul ceiling is the larger of plain fp32 and a third of the TF
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -78,6 +79,12 @@ def device_slug(device: str) -> str:
 
 
 def ceilings_path(root: str, device: str) -> Path:
+    """paths.ceilings/<device>.json; with the default root and KBENCH_CACHE_DIR set, under that folder instead
+    (all of kbench's cache in the one place the user named)."""
+    from .config import Paths
+    env = os.environ.get("KBENCH_CACHE_DIR")
+    if env and root == Paths().ceilings:
+        root = str(Path(env) / "ceilings")
     return Path(root).expanduser() / f"{device_slug(device)}.json"
 
 
@@ -142,3 +149,33 @@ def meta_work(problem, dtype: torch.dtype) -> dict | None:
             return count(model, inputs, model(*inputs))
     except Exception:
         return None
+
+
+CPU_FLOPS, CPU_BYTES_PER_S = 5e10, 5e9     # rough rates of a small CPU box, for the estimates below only
+INTERPRETER_SLOWDOWN = 100     # rough: an interpreted kernel (Triton on the CPU) against the CPU's own code
+INTERPRETED_BUDGET_S = 20.0    # three forwards of an interpreted candidate, estimated; beyond it: not run
+
+
+def cpu_seconds(problem_path: str, dtype: str) -> tuple[float, str]:
+    """Estimated seconds of three forwards of the problem on this CPU (two and the inputs), and what a forward
+    does, from its FLOPs and bytes counted on the meta device; (0, "") if it cannot be sized."""
+    from .candidate.loading import import_file
+    from .correctness import DTYPES
+    try:
+        work = meta_work(import_file(problem_path, "kbench_cpu_sizing"), DTYPES[dtype])
+    except Exception:
+        return 0.0, ""
+    if not work:
+        return 0.0, ""
+    est = 3 * (work["flops"] / CPU_FLOPS + work["bytes"] / CPU_BYTES_PER_S)
+    return est, f"a forward does {work['flops'] / 1e9:.0f} GFLOP over {work['bytes'] / 2**30:.1f} GiB"
+
+
+def too_big_to_interpret(problem_path: str, dtype: str) -> str:
+    """Why an interpreted candidate (Triton on the CPU) of this problem is not run here ("" if it is): at a
+    GPU problem's sizes the interpreter would take many minutes for a verdict that a GPU gives in seconds."""
+    est, what = cpu_seconds(problem_path, dtype)
+    if est * INTERPRETER_SLOWDOWN <= INTERPRETED_BUDGET_S:
+        return ""
+    return (f"not run on the CPU: {what}, ~{est * INTERPRETER_SLOWDOWN / 60:.0f} min in the interpreter; "
+            "run it with --device cuda")

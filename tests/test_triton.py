@@ -20,8 +20,11 @@ EXPECTED = {    # exploit -> (status, flags that must be raised): caught as thei
     "torch_does_it": ("integrity", {"no-custom-kernel", "library-heavy"}),
     "stale_after_six": ("integrity", {"generalisation"}),
     "half_loads": ("integrity", {"precision", "generalisation"}),
-    # what only the interpreter would run: plain Python in a kernel, Python objects as kernel arguments
-    "numpy_in_kernel": ("integrity", {"triton-python"}),
+    # what only the interpreter would run: plain Python in a kernel (found statically or by compiling the
+    # interpreted launches for sm_90 in the build), Python objects as kernel arguments
+    "numpy_in_kernel": ("compile-error", set()),
+    "runtime_arange": ("compile-error", set()),
+    "python_list": ("compile-error", set()),
     "subclass_pointer": ("runtime-error", set()),
 }
 
@@ -39,6 +42,8 @@ def test_triton_exploits_are_caught(kbench):
     assert got["half_loads"]["correctness"]["precision_class"] == "fp16"
     assert got["pointer_cache"]["status"] in ("incorrect", "integrity"), got["pointer_cache"]["message"]
     assert "tensor subclass" in got["subclass_pointer"]["message"], got["subclass_pointer"]["message"]
+    for name in ("numpy_in_kernel", "runtime_arange", "python_list"):     # the interpreter ran them; a GPU cannot
+        assert "does not compile for sm_90" in got[name]["message"], (name, got[name]["message"])
     assert all(r["timing"]["note"] == "interpreted — not a speed" for r in got.values())
 
 
@@ -53,6 +58,7 @@ def test_an_interpreted_candidate_is_judged_but_has_no_speed_and_the_gate_leaves
     kernel = [x for x in r["build"]["extensions"] if x["backend"] == "triton"]
     assert [x["name"] for x in kernel] == ["row_sumsq_kernel"] and r["build"]["status"] == "interpreted"
     assert "BLOCK_R: 64" in kernel[0]["config"] and "interpreted" in kernel[0]["config"]   # autotune: its first config
+    assert kernel[0]["gpu_check"].startswith("compiled for sm_90: 1 of 1"), kernel[0]    # and it builds for a GPU
     assert doc["summary"]["interpreted"] == 1 and doc["summary"]["geomean_speedup"] is None
     run = kbench.runs / doc["run_id"]
     proc = kbench("compare", run, run, "--json")
@@ -71,7 +77,7 @@ class Record:
     extensions, calls, ablation = [], Counter(), {"on": False}
 backend.install(Record, "cpu", sys.argv[3])
 module = import_file(sys.argv[1], "kbench_candidate")
-backend.warm(module, {"problem_path": sys.argv[2], "dtype": "float32"}, "cpu")
+backend.warm_specialisations(module, {"problem_path": sys.argv[2], "dtype": "float32"}, "cpu")
 print(sum(Record.calls.values()))
 """
 

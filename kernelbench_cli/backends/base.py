@@ -35,10 +35,11 @@ class Backend:
         if hook is not None and hasattr(hook, "prepare"):
             hook.prepare(device)
 
-    def warm(self, module, msg: dict, device: str) -> None:
-        """Build process, after the import: compile what compiles at first use (raises what failed)."""
+    def warm(self, module, msg: dict, device: str, extensions: list) -> None:
+        """Build process, after the import: compile what compiles at first use (raises what failed); notes go on
+        the candidate's extension records."""
         if device in self.warms_on:
-            importlib.import_module(f"{__package__}.{self.hook}").warm(module, msg, device)
+            importlib.import_module(f"{__package__}.{self.hook}").warm(module, msg, device, extensions)
 
 
 def calls_named(tree: ast.Module, name: str) -> list[ast.Call]:

@@ -21,7 +21,10 @@ from pathlib import Path
 from .base import Backend, imports
 
 BACKEND = Backend("triton", ("cuda", "cpu"), lambda tree: imports(tree, "triton"), hook="triton",
-                  interpreted_on=("cpu",), requires="triton", warms_on=("cuda",))
+                  interpreted_on=("cpu",), requires="triton", warms_on=("cuda", "cpu"))
+CHECK_ARCH = 90        # on the CPU, interpreted kernels are also compiled for sm_90 (the H200): they must build there
+TYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64", "int64": "i64",
+         "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "i1"}
 
 
 def install(record, device: str, cache_dir: str) -> None:
@@ -36,7 +39,7 @@ def install(record, device: str, cache_dir: str) -> None:
         return
     from ..candidate.loading import ablated
     for cls in (jit.JITFunction, interpreter.InterpretedFunction):
-        _patch(cls, record, ablated)
+        _patch(cls, record, ablated, device)
     _patch_autotuner(autotuner.Autotuner, record, device)
 
 
@@ -77,7 +80,7 @@ def _patch_autotuner(cls, record, device: str) -> None:
     cls.run = tuned
 
 
-def _patch(cls, record, ablated) -> None:
+def _patch(cls, record, ablated, device: str) -> None:
     init, run = cls.__init__, cls.run
 
     def registered(self, fn, *args, **kwargs):
@@ -101,11 +104,50 @@ def _patch(cls, record, ablated) -> None:
         name = getattr(self.fn, "__name__", "kernel")
         _check_arguments(name, list(args) + list(kwargs.values()))
         record.calls[f"triton.{name}"] += 1
+        if device == "cpu":         # what the GPU compile check compiles (a few distinct launches per kernel)
+            launch = _signature(self.fn, args, kwargs)
+            for rec in record.extensions:
+                if rec.get("backend") == "triton" and rec["name"] == name and launch:
+                    seen = rec.setdefault("launches", [])
+                    if launch not in seen and len(seen) < 8:
+                        seen.append(launch)
         if not record.ablation["on"]:
             return run(self, *args, grid=grid, warmup=warmup, **kwargs)
         return ablated(lambda *a, **k: run(self, *a, grid=grid, warmup=warmup, **k), args, kwargs)
 
     cls.__init__, cls.run = registered, launched
+
+
+def _signature(fn, args: tuple, kwargs: dict) -> dict | None:
+    """A launch as Triton's compiler takes it: {signature: {arg: type}, constexprs: {arg: value}, options}; None
+    where an argument has no plain compile-time form (it is then not compile-checked)."""
+    import torch
+    params = list(inspect.signature(fn).parameters.values())
+    given = dict(zip([p.name for p in params], args)) | {k: v for k, v in kwargs.items()
+                                                          if k in {p.name for p in params}}
+    sig, const = {}, {}
+    for p in params:
+        v = given.get(p.name, p.default)
+        ann = p.annotation if isinstance(p.annotation, str) else getattr(p.annotation, "__name__", "")
+        if ann.endswith("constexpr") or v is None:
+            if not isinstance(v, (bool, int, float, str, type(None))):
+                return None
+            sig[p.name], const[p.name] = "constexpr", v
+        elif isinstance(v, torch.Tensor):
+            t = TYPES.get(str(v.dtype).removeprefix("torch."))
+            if t is None:
+                return None
+            sig[p.name] = "*" + t
+        elif isinstance(v, bool):
+            sig[p.name] = "i1"
+        elif isinstance(v, int):
+            sig[p.name] = "i32" if -2**31 <= v < 2**31 else "i64"
+        elif isinstance(v, float):
+            sig[p.name] = "fp32"
+        else:
+            return None
+    options = {k: kwargs[k] for k in ("num_warps", "num_stages", "num_ctas", "maxnreg") if kwargs.get(k) is not None}
+    return {"signature": sig, "constexprs": const, "options": options}
 
 
 def _check_arguments(kernel: str, args: list) -> None:
@@ -130,21 +172,43 @@ def _check_arguments(kernel: str, args: list) -> None:
                             "numbers, dtypes and constexprs")
 
 
-def warm(module, msg: dict, device: str) -> None:
-    """The build process on a GPU: the candidate's forward on every specialisation the job will launch — the
+def warm(module, msg: dict, device: str, extensions: list) -> None:
+    """The build process. On a GPU: the candidate's forward on every specialisation the job will launch — the
     problem's inputs (a public seed), the shapes variants' sizes and the layout variants' views — so Triton
-    compiles (and autotunes) here, into its cache, and the sandboxed run-time process only loads cubins."""
+    compiles (and autotunes) here, into its cache, and the sandboxed run-time process only loads cubins. On
+    the CPU: one interpreted forward at the problem's sizes records its launches, which are then compiled for
+    the GPU (gpu_compile_check): the interpreter runs what no GPU could (raises what does not compile)."""
+    if device == "cpu":
+        from ..roofline import too_big_to_interpret
+        if too_big_to_interpret(msg["problem_path"], msg.get("dtype", "float32")):
+            return              # its jobs are not run on the CPU either
+        _warm_at(module, msg, device, [{}], layouts=False)
+        return gpu_compile_check(msg, extensions)
+    warm_specialisations(module, msg, device)
+
+
+def warm_specialisations(module, msg: dict, device: str) -> None:
+    """The forward at the problem's sizes and both shapes variants' sizes, and on the layout views."""
+    from ..candidate.loading import import_file
+    from ..judge.shapes import SHAPE_KINDS, size_names
+    problem = import_file(msg["problem_path"], "kbench_warm_problem")
+    names = size_names(problem)
+    saved = {n: getattr(problem, n) for n in names}
+    _warm_at(module, msg, device, [{}] + [{n: fn(v) for n, v in saved.items()} for fn in SHAPE_KINDS.values()]
+             if names else [{}], layouts=True, problem=problem)
+
+
+def _warm_at(module, msg: dict, device: str, size_sets: list, layouts: bool, problem=None) -> None:
+    """The candidate's forward at each set of module-level sizes (public seed), and on layout views if asked."""
     import torch
 
     from ..candidate.loading import import_file
     from ..correctness import construct, make_inputs
-    from ..judge.shapes import SHAPE_KINDS, size_names
     from ..layouts import layout_perms, permuted_view
-    problem = import_file(msg["problem_path"], "kbench_warm_problem")
+    problem = problem or import_file(msg["problem_path"], "kbench_warm_problem")
     dtype = getattr(torch, msg.get("dtype", "float32"))
-    names = size_names(problem)
-    saved = {n: getattr(problem, n) for n in names}
-    for sizes in [{}] + [{n: fn(v) for n, v in saved.items()} for fn in SHAPE_KINDS.values()] if names else [{}]:
+    saved = {n: getattr(problem, n) for s in size_sets for n in s}
+    for sizes in size_sets:
         try:
             for n, v in sizes.items():
                 setattr(problem, n, v)
@@ -152,9 +216,10 @@ def warm(module, msg: dict, device: str) -> None:
             inputs = make_inputs(problem, 0, device, dtype)
             with torch.no_grad():
                 model(*inputs)
-                for _, perms in layout_perms(inputs) if not sizes else []:
+                for _, perms in layout_perms(inputs) if layouts and not sizes else []:
                     model(*[permuted_view(x, p) for x, p in zip(inputs, perms)])
-            torch.cuda.synchronize()
+            if device == "cuda":
+                torch.cuda.synchronize()
         except Exception as e:
             if type(e).__module__.startswith("triton") and "Compil" in type(e).__name__:
                 raise                  # a kernel that does not compile: the build's failure
@@ -162,3 +227,32 @@ def warm(module, msg: dict, device: str) -> None:
         finally:
             for n, v in saved.items():
                 setattr(problem, n, v)
+
+
+def gpu_compile_check(msg: dict, extensions: list) -> None:
+    """Compile every launch the interpreted forward made for sm_90, in a process of its own without the
+    interpreter (Triton's compiler needs no GPU; ptxas ships with the wheel): raises for a kernel that does not
+    compile; notes on each kernel's record what was checked."""
+    import json
+    import subprocess
+    import sys
+    kernels = [{"name": r["name"], "launches": r["launches"]} for r in extensions
+               if r.get("backend") == "triton" and r.get("launches")]
+    if not kernels:
+        return
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(Path(msg["cache_dir"]).expanduser() / f"triton-sm{CHECK_ARCH}")
+    job = {"candidate_path": msg["candidate_path"], "cache_dir": msg["cache_dir"], "arch": CHECK_ARCH,
+           "kernels": kernels}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "kernelbench_cli.backends.triton_check"], input=json.dumps(job),
+                              capture_output=True, text=True, env=env, timeout=600)
+        got = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (subprocess.TimeoutExpired, ValueError, IndexError) as e:
+        note = f"not checked: the compile check did not finish ({type(e).__name__})"
+        got = {"errors": [], "notes": {k["name"]: note for k in kernels}}
+    for r in extensions:
+        if r.get("backend") == "triton" and r["name"] in got.get("notes", {}):
+            r["gpu_check"] = got["notes"][r["name"]]
+    if got["errors"]:
+        raise RuntimeError(f"does not compile for sm_{CHECK_ARCH} (the interpreter ran it): {got['errors'][0]}"[:600])

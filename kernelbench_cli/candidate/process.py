@@ -367,7 +367,7 @@ def build_main() -> int:
                      if event == "open" and isinstance(args[0], str) else None)
     module, build, failure, _ = import_candidate(msg, install_backends(msg, compile=True))
     if failure is None:
-        failure = warm(module, msg)
+        failure = warm(module, msg, build["extensions"])
         build["status"] = "failed" if failure else build["status"]
     reply = failure or Reply(op="built")
     build["sources"] = read_sources(opened, msg["cache_dir"])
@@ -376,12 +376,13 @@ def build_main() -> int:
     return 0
 
 
-def warm(module, msg: dict) -> Reply | None:
-    """Backends that compile at first use (Triton on a GPU) run the candidate here, off the clock."""
+def warm(module, msg: dict, extensions: list) -> Reply | None:
+    """Backends that compile at first use (Triton on a GPU) run the candidate here, off the clock; on the CPU
+    Triton's interpreted launches are compiled for the GPU."""
     from ..backends import BY_NAME
     try:
         for name in msg.get("backends", []):
-            BY_NAME[name].warm(module, msg, os.environ.get("KBENCH_DEVICE", "cpu"))
+            BY_NAME[name].warm(module, msg, os.environ.get("KBENCH_DEVICE", "cpu"), extensions)
     except Exception as e:
         traceback.print_exc()
         return Reply(op="error", ok=False, status="compile-error", message=f"a kernel failed to compile: {one_line(e)}")

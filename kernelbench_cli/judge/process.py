@@ -24,44 +24,16 @@ from .. import sandbox, trace
 
 
 LINT_CPU_BUDGET_S = 20.0       # lint's forwards on the CPU, estimated; beyond it the problem is skipped, said so
-CPU_FLOPS, CPU_BYTES_PER_S = 5e10, 5e9     # rough rates of a small CPU box, for these estimates only
-INTERPRETER_SLOWDOWN = 100     # rough: an interpreted kernel (Triton on the CPU) against the CPU's own code
-INTERPRETED_BUDGET_S = 20.0    # three forwards of an interpreted candidate, estimated; beyond it: skipped
-
-
-def _cpu_seconds(problem_path: str, dtype: str) -> tuple[float, str]:
-    """Estimated seconds of three forwards of the problem on this CPU (two and the inputs), and what a forward
-    does, from its FLOPs and bytes counted on the meta device; (0, "") if it cannot be sized."""
-    from ..candidate.loading import import_file
-    from ..correctness import DTYPES
-    from ..roofline import meta_work
-    try:
-        work = meta_work(import_file(problem_path, "kbench_cpu_sizing"), DTYPES[dtype])
-    except Exception:
-        return 0.0, ""
-    if not work:
-        return 0.0, ""
-    est = 3 * (work["flops"] / CPU_FLOPS + work["bytes"] / CPU_BYTES_PER_S)
-    return est, f"a forward does {work['flops'] / 1e9:.0f} GFLOP over {work['bytes'] / 2**30:.1f} GiB"
 
 
 def lint_too_big_for_cpu(problem_path: str, dtype: str) -> str:
     """Why linting this problem on the CPU would take too long ("" if it would not): a GPU-sized problem ran
     for minutes in silence before."""
-    est, what = _cpu_seconds(problem_path, dtype)
+    from ..roofline import cpu_seconds
+    est, what = cpu_seconds(problem_path, dtype)
     if est <= LINT_CPU_BUDGET_S:
         return ""
     return f"skipped on the CPU: {what} (~{est:.0f} s of lint here); lint it with --device cuda"
-
-
-def too_big_to_interpret(problem_path: str, dtype: str) -> str:
-    """Why an interpreted candidate (Triton on the CPU) of this problem is not run here ("" if it is): at a
-    GPU problem's sizes the interpreter would take many minutes for a verdict that a GPU gives in seconds."""
-    est, what = _cpu_seconds(problem_path, dtype)
-    if est * INTERPRETER_SLOWDOWN <= INTERPRETED_BUDGET_S:
-        return ""
-    return (f"not run on the CPU: {what}, ~{est * INTERPRETER_SLOWDOWN / 60:.0f} min in the interpreter; "
-            "run it with --device cuda")
 
 
 def _result(problem_key: str, device: str, dtype: str, **kw):
@@ -119,6 +91,7 @@ class Judge:
                 return
             self.spare.go()
         from ..backends import interpreted
+        from ..roofline import too_big_to_interpret
         ref = error = dead = probe = flush = None
         too_big = too_big_to_interpret(self.spec["problem_path"], self.cfg.dtype) if self.device == "cpu" else ""
 
