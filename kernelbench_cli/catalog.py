@@ -110,8 +110,12 @@ class Catalog:
     def resolve(self, name: str) -> Problem:
         path = Path(name)
         if path.suffix == ".py" or path.is_file():
-            if not path.is_file():
-                raise InputError(f"{path}: problem file not found")
+            if not path.is_file():      # a mistyped path: the closest files beside it, or among the problems
+                near = [str(p) for p in path.parent.glob("*.py")] if path.parent.is_dir() else []
+                near = near or [str(p.path) for p in self.problems()]
+                close = difflib.get_close_matches(str(path), near, n=3, cutoff=0.8)
+                raise InputError(f"{path}: problem file not found" + (f"; did you mean {', '.join(close)}?"
+                                                                      if close else ""))
             check_problem_file(path)
             return Problem(path, path.parent.name, path.stem)
         problems = self.problems()

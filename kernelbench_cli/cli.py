@@ -60,7 +60,8 @@ def _run(cfg, device, jobs, skipped, as_json: bool, title: str, build_only: bool
     store.write_config(cfg.to_dict())
     CURRENT["store"] = store
     results = execute(jobs, cfg, device, store, err, build_only=build_only)
-    render(results, out, f"{title} · {device} · run {store.run_id} ({store.results_file})")
+    render(results, out, f"{title} · {device} · run {store.run_id}", caption=f"results: {store.results_file}",
+           build_only=build_only)
     if as_json:
         print(to_json(results, store.run_id, device))
     return results
@@ -83,6 +84,17 @@ def check(problem: str = typer.Argument(..., help="Path, stem (56_Matmul_Sigmoid
     cfg, dev, catalog = _setup(config, device, out, set_, baselines,
                                scale.overrides(gpus, workers, executor, ray_address, arch))
     prob = catalog.resolve(problem)
+    _check_kernels(kernel, dev)
+    jobs, skipped = plan(catalog, [prob], kernel, dev)
+    results = _run(cfg, dev, jobs, skipped, json, f"check {prob.key}")
+    bad_input = [r for r in results if r.status in R.INPUT_ERRORS]
+    if bad_input:
+        raise InputError(f"{bad_input[0].candidate_path}: {bad_input[0].message}")
+    raise typer.Exit(_exit_code(results))
+
+
+def _check_kernels(kernel: list[Path], dev: str) -> None:
+    """Candidate files named with --kernel: each readable, with a ModelNew, runnable on the device."""
     for k in kernel:
         cand = read_candidate(k)
         if cand.file_error:
@@ -93,12 +105,6 @@ def check(problem: str = typer.Argument(..., help="Path, stem (56_Matmul_Sigmoid
         missing = backends.BY_NAME[cand.backend].missing()
         if missing:
             raise InputError(f"{k}: a {cand.backend} candidate, but {missing}")
-    jobs, skipped = plan(catalog, [prob], kernel, dev)
-    results = _run(cfg, dev, jobs, skipped, json, f"check {prob.key}")
-    bad_input = [r for r in results if r.status in R.INPUT_ERRORS]
-    if bad_input:
-        raise InputError(f"{bad_input[0].candidate_path}: {bad_input[0].message}")
-    raise typer.Exit(_exit_code(results))
 
 
 def _select(catalog, problems: list[str], all_: bool):
@@ -108,8 +114,11 @@ def _select(catalog, problems: list[str], all_: bool):
 
 
 @app.command()
-def bench(problems: List[str] = typer.Argument(None, help="Problems to run (or --all)."),
+def bench(problems: List[str] = typer.Argument(None, help="Problems to run (or --all): keys, stems or paths "
+                                                           "of problem files."),
           all_: bool = typer.Option(False, "--all", help="Every problem under paths.problems."),
+          kernel: List[Path] = typer.Option([], "--kernel", "-k", help="Candidate file(s), run on every selected "
+                                                                      "problem; default: each problem's own."),
           config: Optional[Path] = ConfigOpt, device: Optional[str] = DeviceOpt, json: bool = JsonOpt,
           baselines: Optional[str] = BaselinesOpt,
           out: Optional[Path] = OutOpt, set_: List[str] = typer.Option([], "--set", help=SetOpt.help),
@@ -137,7 +146,8 @@ def bench(problems: List[str] = typer.Argument(None, help="Problems to run (or -
         from .kernelbench_compat import FolderCatalog
         catalog = FolderCatalog(problems_dir or Path(cfg.paths.problems), Path(cfg.paths.kernels), candidates)
         all_ = all_ or not problems
-    jobs, skipped = plan(catalog, _select(catalog, problems or [], all_), [], dev)
+    _check_kernels(kernel, dev)
+    jobs, skipped = plan(catalog, _select(catalog, problems or [], all_), kernel, dev)
     if baseline or fail_on_regression or junit or markdown or resume or tau is not None:
         from . import gate
         plan_ = gate.start(cfg, jobs, baseline=baseline, fail_on_regression=fail_on_regression, resume=resume, tau=tau)
@@ -195,11 +205,12 @@ def lint(problems: List[str] = typer.Argument(None, help="Problems to lint (or -
 def report(runs: List[str] = typer.Argument(..., help="RUN (a run id under paths.runs, a run directory or a "
                                                       "results.jsonl), or BASE NEW to compare two runs."),
            html: Optional[Path] = typer.Option(None, "--html", help="Also write a self-contained HTML report."),
-           config: Optional[Path] = ConfigOpt, out: Optional[Path] = OutOpt):
-    """Re-render a saved run's tables, or compare two runs; nothing is rerun. --html FILE: a page with plots."""
+           config: Optional[Path] = ConfigOpt, out: Optional[Path] = OutOpt, json: bool = JsonOpt):
+    """Re-render a saved run's tables, or compare two runs; nothing is rerun. --html FILE: a page with plots.
+    Exits 1 if a job of the (new) run failed, as `bench` would have."""
     from .reports.html import report_command
     cfg = load_config(config, overrides={"paths.runs": out and str(out)})
-    report_command(runs, Path(cfg.paths.runs), html, Console(), err)
+    raise typer.Exit(_exit_code(report_command(runs, Path(cfg.paths.runs), html, Console(), err, json)))
 
 
 @app.command()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import FIXTURES, by_candidate
+from conftest import FIXTURES, ROOT, by_candidate
 
 FIXTURE_KERNELS = FIXTURES / "kernels"
 FIXTURE_SET = ["--set", f"paths.kernels={FIXTURE_KERNELS}", "--set", "timeouts.run_s=45"]
@@ -65,17 +65,22 @@ def test_check_prints_table_summary_and_exit_code_for_a_wrong_candidate(kbench):
 
 
 def test_bench_all_runs_every_bundled_cpu_candidate_correctly(kbench):
-    """The README's main command on a machine without a GPU: the bundled CPU problems, all correct."""
+    """The README's main command on a machine without a GPU: the bundled CPU problems, all correct; the Triton
+    candidates of the GPU-sized problems skipped with the reason (the interpreter would take minutes)."""
     code, doc = kbench.json("bench", "--all", "--device", "cpu")
-    problems = {r["problem"] for r in doc["results"]}
-    assert {"cpu/1_Add_ReLU", "cpu/2_Row_Sum_Of_Squares", "cpu/3_Scale_Bias_Clamp",
-            "cpu/4_Residual_Gate"} <= problems
-    bad = {r["problem"]: (r["message"], r["flags"]) for r in doc["results"] if r["status"] != "ok" or r["flags"]}
+    ran = [r for r in doc["results"] if r["status"] != "skipped"]
+    skipped = [r for r in doc["results"] if r["status"] == "skipped"]
+    assert {r["problem"] for r in ran} == {"cpu/1_Add_ReLU", "cpu/2_Row_Sum_Of_Squares", "cpu/3_Scale_Bias_Clamp",
+                                           "cpu/4_Residual_Gate"}
+    assert skipped and all(r["problem"].startswith("level") and r["candidate"].startswith("triton")
+                           and "--device cuda" in r["message"] for r in skipped), [(r["problem"], r["message"]) for r in skipped]
+    bad = {r["problem"]: (r["message"], r["flags"]) for r in ran if r["status"] != "ok" or r["flags"]}
     assert not bad and code == 0            # honest kernels: no flag at all, generalisation trials included
-    assert all(v["passed"] == v["trials"] > 0 for r in doc["results"] for v in r["correctness"]["variants"].values())
-    weights = {r["problem"]: r["correctness"]["weights"] for r in doc["results"]}
+    assert all(v["passed"] == v["trials"] > 0 for r in ran for v in r["correctness"]["variants"].values())
+    weights = {r["problem"]: r["correctness"]["weights"] for r in ran}
     assert weights["cpu/3_Scale_Bias_Clamp"] == "state_dict"
-    assert doc["summary"]["correct"] == doc["summary"]["jobs"] == len(doc["results"])
+    assert doc["summary"]["correct"] == doc["summary"]["jobs"] == len(ran)
+    assert doc["summary"]["skipped"] == len(skipped)
 
 
 def test_build_all_compiles_without_running(kbench):
@@ -85,3 +90,16 @@ def test_build_all_compiles_without_running(kbench):
     assert len(status) == 4 and all(v in ("built", "cached") for (_, c), v in status.items() if c == "fused"), status
     assert all(v == "interpreted" for (_, c), v in status.items() if c.startswith("triton")), status   # none ahead
     assert all(r["timing"]["speedup"] is None and r["correctness"]["trials"] == 0 for r in doc["results"])
+    proc = kbench("build", "cpu/2")            # its table says what was built, not "correct" (nothing ran)
+    assert proc.returncode == 0 and "2/2 built (nothing was run" in proc.stdout, proc.stdout[-1500:]
+    assert "correct" not in proc.stdout.replace("`kbench bench` verifies", ""), proc.stdout[-1500:]
+
+
+def test_bench_takes_candidate_files_for_the_problems_it_names(kbench):
+    """`bench PROBLEM... --kernel FILE`: the file on each named problem (before, bench had no --kernel)."""
+    fused = ROOT / "kernels" / "cpu" / "1_Add_ReLU" / "fused.py"
+    code, doc = kbench.json("bench", "cpu/1", "--kernel", fused, "--config", ROOT / "configs" / "quick.yaml")
+    assert code == 0 and [(r["problem"], r["candidate"], r["status"]) for r in doc["results"]] == \
+        [("cpu/1_Add_ReLU", "fused", "ok")]
+    proc = kbench("bench", "cpu/1", "--kernel", ROOT / "no_such_kernel.py")
+    assert proc.returncode == 2 and "no_such_kernel.py" in proc.stderr and "Traceback" not in proc.stderr

@@ -1,6 +1,7 @@
 """The HTML report and `kbench report`, from synthetic saved runs (no builds, no GPU)."""
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import struct
@@ -158,7 +159,7 @@ def test_report_command_rerenders_the_tables_of_a_saved_run(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
     proc = subprocess.run([sys.executable, "-m", "kernelbench_cli", "report", str(run), "--html", str(out)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr      # the run has failed jobs: report exits 1, as bench did
     for r in synthetic_run():
         assert r.candidate in proc.stdout and r.problem.split("/")[1][:12] in proc.stdout
     assert "3/7 correct" in proc.stdout and "failed to build" in proc.stdout
@@ -184,10 +185,14 @@ def test_report_compares_two_runs_by_id_and_rejects_an_unknown_one(tmp_path, mon
     write_run(runs, new, run_id="20261202-000000-002")
     code, out, err = _main(monkeypatch, capsys, "report", base.name, "20261202-000000-002", "--out", runs,
                            "--html", tmp_path / "cmp.html")
-    assert code == 0, err
+    assert code == 1, err                          # the new run still has failed jobs
     assert "compare 20261201-000000-001 → 20261202-000000-002" in out
     assert "still failing" in out and "faster" in out and "2.02×" in out
     assert (tmp_path / "cmp.html").read_text().count("<svg") == 1
+    code, out, err = _main(monkeypatch, capsys, "report", "20261202-000000-002", "--out", runs, "--json")
+    doc = json.loads(out)                          # --json: the run as bench --json gives it; tables on stderr
+    assert code == 1 and doc["run_id"] == "20261202-000000-002" and len(doc["results"]) == len(new)
+    assert doc["summary"]["correct"] == sum(r.status == "ok" for r in new) and "correct" in err
     code, out, err = _main(monkeypatch, capsys, "report", "20261201-000000-00x", "--out", runs)
     assert code == 2 and err.strip().count("\n") == 0
     assert "unknown run '20261201-000000-00x'" in err and "did you mean 20261201-000000-001" in err

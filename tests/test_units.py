@@ -264,3 +264,36 @@ def test_triton_kernels_may_call_only_triton():
     assert [line for line, _ in hits if line == 15] == []      # tl.exp, .to, tl.store: Triton
     for f in (ROOT / "kernels").glob("*/*/triton_*.py"):
         assert list(rule_triton_python(ast.parse(f.read_text()))) == [], f
+
+
+def test_the_table_keeps_times_and_build_at_100_columns_and_no_error_for_an_output_never_compared():
+    """Issue 19: at 100 columns the table kept only candidate/correct/speedup/flags; a wrong-shape output (never
+    compared) showed max err 0.0; `custom` stayed as a column of dashes."""
+    from rich.console import Console
+
+    from kernelbench_cli.reports.terminal import table
+    from kernelbench_cli.results import BuildInfo, Timing
+    ok = Result(problem="cpu/1_Add_ReLU", candidate="fused", candidate_path="f.py", device="cpu", dtype="float32",
+                status="ok", build=BuildInfo(status="cached"), correctness=Correctness(trials=3, passed=3, max_abs_err=1e-7),
+                timing=Timing(ref_ms=1.5, cand_ms=0.75, speedup=2.0, ci_low=1.9, ci_high=2.1))
+    shape = Result(problem="cpu/1_Add_ReLU", candidate="wrong_shape", candidate_path="w.py", device="cpu",
+                   dtype="float32", status="incorrect", build=BuildInfo(status="cached"),
+                   correctness=Correctness(trials=3, detail="trial 0: output 0 has shape (3,), expected (4,)"))
+    console = Console(width=100, record=True)
+    console.print(table([ok, shape], "bench · cpu · run x", 100, caption="results: runs/x/results.jsonl"))
+    text = console.export_text()
+    header = next(line for line in text.splitlines() if "candidate" in line)
+    assert all(col in header for col in ("build", "correct", "ref", "cand", "speedup")), header
+    assert "max err" not in header and "custom" not in header and "SOL" not in header, header
+    assert "1.500 ms" in text and "cached" in text and "results: runs/x/results.jsonl" in text
+    assert "0.0e+00" not in table_text([shape], 200)                 # wide: max err shown, but not for a no-compare
+    assert "1.0e-07" in table_text([ok], 200)
+
+
+def table_text(results, width: int) -> str:
+    from rich.console import Console
+
+    from kernelbench_cli.reports.terminal import table
+    console = Console(width=width, record=True)
+    console.print(table(results, "t", width))
+    return console.export_text()

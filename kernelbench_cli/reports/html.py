@@ -8,6 +8,7 @@ runs job by job. Self-contained: every plot is an inline SVG from charts.py, no 
 from __future__ import annotations
 
 import html
+import json
 import re
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ from .. import results as R
 from .. import stats
 from ..errors import InputError
 from .compare import _x, compare_rows, compare_table
-from .terminal import fmt_time, render, summary_line
+from .terminal import fmt_time, render, summary_line, to_json
 from ..results import Result, load_results, resolve_run
 from .charts import StripPlot, _Plots, _roofline_data, compare_chart, roofline_chart, speedup_chart  # noqa: F401
 
@@ -51,8 +52,12 @@ def _device(results: list[Result]) -> str:
 # ---------------------------------------------------------------------------------------------- command
 
 def report_command(runs: list[str], runs_root: Path, html_path: Path | None, console: Console,
-                   err: Console) -> None:
-    """`kbench report RUN [--html FILE]` and `kbench report BASE NEW [--html FILE]`."""
+                   err: Console, as_json: bool = False) -> list[Result]:
+    """`kbench report RUN [--html FILE] [--json]` and `kbench report BASE NEW [--html FILE] [--json]`: the
+    tables (on stderr with --json, which prints the run, or both runs, as `bench --json` does); returns the
+    (new) run's results, for the exit code."""
+    if as_json:
+        console = err
     if len(runs) not in (1, 2):
         raise InputError(f"report takes one run, or two (BASE NEW) to compare; got {len(runs)}")
     loaded = [load_run(r, runs_root) for r in runs]
@@ -61,7 +66,10 @@ def report_command(runs: list[str], runs_root: Path, html_path: Path | None, con
         (path, results), = loaded
         if html_path is not None:
             write(html_path, render_html(results, source=str(path)), err)
-        render(results, console, f"report · {_device(results)} · run {_run_label(path, results)} ({path})")
+        render(results, console, f"report · {_device(results)} · run {_run_label(path, results)}", caption=f"results: {path}")
+        if as_json:
+            print(to_json(results, _run_label(path, results), _device(results)))
+        return results
     else:
         (bpath, base), (npath, new) = loaded
         if html_path is not None:
@@ -72,6 +80,10 @@ def report_command(runs: list[str], runs_root: Path, html_path: Path | None, con
         console.print(compare_table(base, new, bn, nn))
         console.print(f"base {bn}: {summary_line(base)}", highlight=False)
         console.print(f"new  {nn}: {summary_line(new)}", highlight=False)
+        if as_json:
+            print(json.dumps({"base": json.loads(to_json(base, bn, _device(base))),
+                              "new": json.loads(to_json(new, nn, _device(new)))}, indent=2))
+        return new
 
 
 def write_run_html(html_path: Path, results: list[Result], runs_root: Path, err: Console) -> None:

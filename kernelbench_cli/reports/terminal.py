@@ -75,39 +75,56 @@ def summary_line(results: list[Result]) -> str:
             f"fast_1 {s['fast_1']:.2f} · fast_p at p={'/'.join(s['fast_p'])}: {fast}{skipped}")
 
 
-NARROW = 130    # below this many columns the table keeps only what a verdict needs
+NARROW = 130    # below this many columns the table drops what a verdict can do without (max err, custom, SOL)
 
 
-def table(results: list[Result], title: str, width: int = 200) -> Table:
+def table(results: list[Result], title: str, width: int = 200, caption: str = "") -> Table:
     problems = {r.problem for r in results}
     one = len(problems) == 1          # one problem (kbench check): named once in the title, not on every row
     if one and next(iter(problems)) not in title:
         title = f"{title} · {next(iter(problems))}"
-    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    t = Table(title=title, caption=caption or None, title_justify="left", caption_justify="left",
+              box=box.SIMPLE_HEAD, pad_edge=False)
     right = {"justify": "right", "no_wrap": True}    # numbers never break; the names fold instead
     wide = width >= NARROW
     with_compile = any("compile" in r.baselines for r in results)
+    custom = wide and any(r.custom_share is not None for r in results)
+    sol = wide and any(r.roofline.get("sol") for r in results)
     columns = ([] if one else [("problem", {"overflow": "fold"})]) + [("candidate", {"overflow": "fold"})] + \
-        ([("build", {})] if wide else []) + [("correct", {"no_wrap": True})] + \
-        ([("max err", right), ("ref", right), ("cand", right)] if wide else []) + \
-        [("speedup [95% CI]", right)] + ([("vs compile", right)] if with_compile else []) + \
-        ([("custom", right), ("SOL", right)] if wide else []) + [("flags", {"overflow": "fold"})]
+        [("build", {"no_wrap": True}), ("correct", {"no_wrap": True})] + ([("max err", right)] if wide else []) + \
+        [("ref", right), ("cand", right), ("speedup [95% CI]", right)] + \
+        ([("vs compile", right)] if with_compile else []) + ([("custom", right)] if custom else []) + \
+        ([("SOL", right)] if sol else []) + [("flags", {"overflow": "fold"})]
     for col, kw in columns:
         t.add_column(col, **kw)
     for r in results:
         c = r.correctness
-        row = ([] if one else [r.problem]) + [r.candidate] + ([fmt_build(r)] if wide else []) + [fmt_correct(r)]
+        row = ([] if one else [r.problem]) + [r.candidate, fmt_build(r), fmt_correct(r)]
         if wide:
-            row += [f"{c.max_abs_err:.1e}" if c.trials else "-", fmt_time(r.timing.ref_ms), fmt_time(r.timing.cand_ms)]
-        row.append(fmt_speedup(r))
+            compared = c.passed or c.mismatches or c.max_abs_err     # not when the output never reached the comparison
+            row.append(f"{c.max_abs_err:.1e}" if c.trials and compared else "-")
+        row += [fmt_time(r.timing.ref_ms), fmt_time(r.timing.cand_ms), fmt_speedup(r)]
         if with_compile:
             comp = r.baselines.get("compile")
             row.append(f"{comp['speedup']:.2f}×" if comp else "-")     # its CI: --json / --html
-        if wide:
-            row += ["-" if r.custom_share is None else f"{r.custom_share:.0%}",
-                    f"{r.roofline['sol']:.0%}" if r.roofline.get("sol") else "-"]
+        if custom:
+            row.append("-" if r.custom_share is None else f"{r.custom_share:.0%}")
+        if sol:
+            row.append(f"{r.roofline['sol']:.0%}" if r.roofline.get("sol") else "-")
         row.append(fmt_flags(r))
         t.add_row(*row)
+    return t
+
+
+def build_table(results: list[Result], title: str, caption: str = "") -> Table:
+    """`kbench build`: what was compiled, nothing was run (no correctness, no speed)."""
+    t = Table(title=title, caption=caption or None, title_justify="left", caption_justify="left",
+              box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("problem", "candidate", "build"):
+        t.add_column(col, overflow="fold")
+    for r in results:
+        failed = r.status != R.OK
+        t.add_row(r.problem, r.candidate, f"[red]{r.status}[/]" if failed else f"[green]{fmt_build(r)}[/]")
     return t
 
 
@@ -143,13 +160,13 @@ def notes(r: Result) -> list[str]:
 HOST_DEVICE_RATIO = 1.5
 
 
-def render(results: list[Result], console: Console, title: str) -> None:
-    console.print(table(results, title, console.width))
+def render(results: list[Result], console: Console, title: str, caption: str = "", build_only: bool = False) -> None:
+    console.print(build_table(results, title, caption) if build_only else table(results, title, console.width, caption))
     for r in results:
         if r.status != R.OK and r.message:
             mark = "[dim]–[/]" if r.status == R.SKIPPED else "[red]✗[/]"
             console.print(f"{mark} {r.problem}::{r.candidate}: {r.status}: {r.message}", highlight=False)
-        for note in notes(r) if r.correct else []:
+        for note in notes(r) if r.correct and not build_only else []:
             console.print(f"[dim]·[/] {r.problem}::{r.candidate}: {note}", highlight=False)
         for f in r.flags:
             if f.severity == "warning":
@@ -158,7 +175,11 @@ def render(results: list[Result], console: Console, title: str) -> None:
             console.print(_compiler_excerpt(r.build.log), style="dim", highlight=False, markup=False)
         elif r.status in (R.CRASH, R.TIMEOUT, R.CUDA_ERROR, R.IMPORT_ERROR, R.RUNTIME_ERROR) and r.stderr_tail:
             console.print("\n".join(r.stderr_tail.splitlines()[-8:]), style="dim", highlight=False, markup=False)
-    console.print(summary_line(results), highlight=False)
+    if build_only:
+        ok = sum(r.status == R.OK for r in results)
+        console.print(f"{ok}/{len(results)} built (nothing was run: `kbench bench` verifies and times them)")
+    else:
+        console.print(summary_line(results), highlight=False)
 
 
 def _compiler_excerpt(log: str, lines: int = 12) -> str:
