@@ -8,6 +8,8 @@ if the candidate swallows the exception.
 """
 from __future__ import annotations
 
+import contextlib
+
 import hashlib
 import importlib.util
 import inspect
@@ -75,6 +77,31 @@ def ablated(fn, args, kwargs):
         if not torch.equal(_bytes(t), old):
             t.copy_(noise_like(t))
     return noise_like(out)
+
+
+@contextlib.contextmanager
+def nan_filled_allocations(torch):
+    """During the ablation's call, torch.empty & co. return NaN-filled floating tensors. A fresh buffer can hold,
+    byte for byte, an answer a previous call freed (the allocator hands the block back), and a kernel writing
+    that same answer into it looked like a no-op (`ablated` sees writes as changed bytes): an honest Triton
+    kernel was flagged. Poisoned, every real write changes bytes."""
+    names = [(torch, "empty"), (torch, "empty_like"), (torch, "empty_strided"), (torch.Tensor, "new_empty")]
+    saved = [(owner, name, getattr(owner, name)) for owner, name in names]
+
+    def poisoned(fn):
+        def alloc(*args, **kwargs):
+            t = fn(*args, **kwargs)
+            if t.is_floating_point():
+                t.fill_(float("nan"))
+            return t
+        return alloc
+    try:
+        for owner, name, fn in saved:
+            setattr(owner, name, poisoned(fn))
+        yield
+    finally:
+        for owner, name, fn in saved:
+            setattr(owner, name, fn)
 
 
 class CountingModule:

@@ -296,10 +296,12 @@ class Server:
         the judge compares the output with the reference's."""
         if self.interceptor is None:
             return Reply(op="done")
+        from .loading import nan_filled_allocations
         self.interceptor.ablation["on"] = True
         try:
-            reply = self.op_call({"lanes": [0], "perms": msg.get("perms")} |
-                                 ({"shape": msg["shape"]} if "shape" in msg else {}), fds)
+            with nan_filled_allocations(self.torch):
+                reply = self.op_call({"lanes": [0], "perms": msg.get("perms")} |
+                                     ({"shape": msg["shape"]} if "shape" in msg else {}), fds)
         finally:
             self.interceptor.ablation["on"] = False
         reply.build = {"extensions": self.interceptor.extensions}   # by now with what ran (e.g. autotune configs)
