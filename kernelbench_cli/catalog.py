@@ -117,7 +117,7 @@ class Catalog:
                 raise InputError(f"{path}: problem file not found" + (f"; did you mean {', '.join(close)}?"
                                                                       if close else ""))
             check_problem_file(path)
-            return Problem(path, path.parent.name, path.stem)
+            return Problem(path, path.resolve().parent.name, path.stem)     # (silu.py: its folder's name, not "")
         problems = self.problems()
         level, _, rest = name.rpartition("/")
         matches = [p for p in problems if (not level or p.level == level) and rest in (p.stem, p.id)]

@@ -25,6 +25,23 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Judge GPU kernels: build candidates, prove them correct, measure their speedup.")
 err = Console(stderr=True)
 
+
+def _help_type(param, ctx) -> str | None:
+    """The type column of --help in the usual words (typer prints Python types: `--json <bool>`, `<list[str]>`):
+    nothing for a flag, TEXT / N / X / PATH, `...` when it repeats."""
+    if param.metavar is not None and not isinstance(param, typer.core.TyperArgument):
+        return param.metavar
+    label = (param.display_type(ctx) or "").strip("<>")
+    many = label.startswith("list[")
+    label = label.removeprefix("list[").removesuffix("]")
+    word = {"bool": "", "str": "TEXT", "int": "N", "float": "X", "path": "PATH", "Path": "PATH"}.get(label, label.upper())
+    return (word + ("..." if many else "")) if word else None
+
+
+for _cls in (typer.core.TyperOption, typer.core.TyperArgument):
+    if hasattr(_cls, "display_type_rich"):       # (typer >= 0.24 renders the column through it)
+        _cls.display_type_rich = _help_type
+
 ConfigOpt = typer.Option(None, "--config", "-c", help="YAML config (see configs/).")
 DeviceOpt = typer.Option(None, "--device", help="auto | cuda | cpu (default: the config's, auto).")
 JsonOpt = typer.Option(False, "--json", help="Print results as JSON on stdout (tables go to stderr).")

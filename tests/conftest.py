@@ -38,7 +38,8 @@ class Kbench:
     def __init__(self, cache: Path, runs: Path):
         self.cache, self.runs = cache, runs
 
-    def __call__(self, *args, config: Path | None = TEST_CONFIG, timeout: float = 900) -> subprocess.CompletedProcess:
+    def __call__(self, *args, config: Path | None = TEST_CONFIG, timeout: float = 900,
+                 env: dict | None = None) -> subprocess.CompletedProcess:
         cmd = [sys.executable, "-m", "kernelbench_cli", *map(str, args)]
         if args and args[0] in ("check", "bench", "build", "lint"):
             cmd += ["--out", str(self.runs)]
@@ -46,7 +47,7 @@ class Kbench:
                 cmd += ["--device", "cpu"]     # the CPU fixtures are C++; a GPU machine must not pick cuda
             if config is not None and "--config" not in args and "-c" not in args:
                 cmd += ["--config", str(config)]
-        env = dict(os.environ, KBENCH_CACHE_DIR=str(self.cache), PYTHONPATH=str(ROOT), COLUMNS="200")
+        env = dict(os.environ, KBENCH_CACHE_DIR=str(self.cache), PYTHONPATH=str(ROOT), COLUMNS="200", **(env or {}))
         return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
     def json(self, *args, **kw) -> tuple[int, dict]:

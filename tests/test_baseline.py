@@ -334,6 +334,8 @@ def test_bench_gate_end_to_end_on_the_cpu(kbench, tmp_path, monkeypatch):
                   "--fail-on-regression", "--junit", junit, "--markdown", tmp_path / "summary.md")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "1 job(s) already recorded, 2 to run" in proc.stderr
+    whole = proc.stdout.split("(the whole run, resumed)", 1)      # the resumed run's table has all three jobs
+    assert len(whole) == 2 and all(c in whole[1] for c in ("same", "slow", "broken")), proc.stdout[-3000:]
     lines = [json.loads(x) for x in (run2 / "results.jsonl").read_text().splitlines()]
     # step 2's job first, then the two new ones appended (an inconclusive job's rerun is appended too)
     assert lines[0]["candidate"] == "same" and {r["candidate"] for r in lines} == {"same", "slow", "broken"}

@@ -203,18 +203,24 @@ def test_arch_flag_reaches_the_build_env_and_cudart_is_found(tmp_path, monkeypat
                                                                                             "cudart-link")]
 
 
+TOOLCHAIN_MISSING = ("nvcc: not found", "nvcc: No such file", "cuda_cmake_macros.h", "CUDA_HOME", "cuda_runtime.h",
+                     "No CUDA runtime", "cannot find -lcudart")
+
+
 def test_build_for_cuda_without_a_gpu_needs_only_an_arch(kbench):
-    import torch
-    if torch.cuda.is_available():
-        pytest.skip("checks the no-GPU path")
-    kernel_dir = FIXTURES / "cuda_kernels"
-    proc = kbench("build", PROBLEM, "--device", "cuda", "--set", f"paths.kernels={kernel_dir}")
+    kernel_dir, hide = FIXTURES / "cuda_kernels", {"CUDA_VISIBLE_DEVICES": ""}    # the no-GPU path on any machine
+    proc = kbench("build", PROBLEM, "--device", "cuda", "--set", f"paths.kernels={kernel_dir}", env=hide)
     assert proc.returncode == 2 and "--arch 9.0" in proc.stderr
     proc = kbench("build", PROBLEM, "--device", "cuda", "--arch", "9.0", "--set", f"paths.kernels={kernel_dir}",
-                  "--json")
-    assert proc.returncode in (0, 1), proc.stderr[-2000:]      # it built (or the toolchain lacks nvcc): no refusal
+                  "--json", env=hide)
     doc = json.loads(proc.stdout)
-    assert doc["device"] == "cuda" and {r["status"] for r in doc["results"]} <= {"ok", "compile-error"}
+    assert doc["device"] == "cuda"
+    # every fixture builds, unless this machine cannot build CUDA at all (no nvcc, or a CPU-only torch without
+    # the CUDA headers): then the log must say so; a compile error in a fixture fails the test
+    for r in doc["results"]:
+        assert r["status"] == "ok" or (r["status"] == "compile-error" and any(
+            m in r["build"]["log"] for m in TOOLCHAIN_MISSING)), (r["candidate"], r["status"], r["build"]["log"][-800:])
+    assert proc.returncode == (0 if all(r["status"] == "ok" for r in doc["results"]) else 1)
     assert "compile logs, one per candidate:" in proc.stderr
     config = json.loads((kbench.runs / doc["run_id"] / "config.json").read_text())
     assert config["build"]["arch"] == "9.0"

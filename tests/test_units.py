@@ -297,3 +297,66 @@ def table_text(results, width: int) -> str:
     console = Console(width=width, record=True)
     console.print(table(results, "t", width))
     return console.export_text()
+
+
+def test_a_compile_error_excerpt_keeps_the_quoted_source_and_finds_it_in_the_candidate(tmp_path):
+    """Issue 19: the excerpt dropped gcc's source lines and numbered lines of the generated main.cpp only."""
+    from kernelbench_cli.reports.terminal import _compiler_excerpt
+    cand = tmp_path / "cand.py"
+    cand.write_text('import torch\ncpp = r"""\nat::Tensor f(at::Tensor x) {\n  if (x < not_a_tensor) {\n"""\n')
+    log = ("[1/2] c++ -MMD -MF main.o.d -DTORCH_EXTENSION_NAME=x -c /cache/x/main.cpp -o main.o\n"
+           "FAILED: main.o\n/cache/x/main.cpp: In function 'at::Tensor f(at::Tensor)':\n"
+           "/cache/x/main.cpp:7:12: error: no match for 'operator<' (operand types are 'at::Tensor' and 'int')\n"
+           "    7 |   if (x < not_a_tensor) {\n      |       ~~^~~~~~~~~~~~~\nninja: build stopped: subcommand failed.\n")
+    out = _compiler_excerpt(log, str(cand)).splitlines()
+    assert out[0].startswith("/cache/x/main.cpp:7:12: error: no match") and len(out) == 3, out
+    assert out[1].startswith("    7 |   if (x < not_a_tensor)") and out[1].endswith(f"<- {cand}:4"), out
+    assert "~~^" in out[2] and not any("ninja" in ln or "FAILED" in ln for ln in out), out
+
+
+def test_help_reads_in_the_usual_words():
+    """Issue 19: typer printed Python types in --help (`--json <bool>`, `<list[str]>`)."""
+    import os
+    import subprocess
+    import sys
+    root = Path(__file__).resolve().parents[1]
+    for cmd in ("bench", "check", "report", "compare"):
+        proc = subprocess.run([sys.executable, "-m", "kernelbench_cli", cmd, "--help"], capture_output=True, text=True,
+                              cwd=root, env=dict(os.environ, PYTHONPATH=str(root), COLUMNS="120"), timeout=60)
+        assert proc.returncode == 0 and "--json" in proc.stdout + proc.stderr, proc.stderr[-500:]
+        text = proc.stdout + proc.stderr
+        assert "<bool>" not in text and "<list[" not in text and "<str>" not in text, text[:2000]
+
+
+def test_a_crash_excerpt_keeps_the_candidate_frame_and_the_log_path():
+    """Issue 19: a segfault's tail showed only kbench's frames (the candidate's scrolled out) and no log path."""
+    from kernelbench_cli.reports.terminal import _failure_excerpt
+    frames = [f'  File "/kb/candidate/process.py", line {i} in serve' for i in range(20)]
+    tail = "\n".join(["Fatal Python error: Segmentation fault", "", "Current thread 0x1 (most recent call first):",
+                      '  File "/k/cpu/1/segv.py", line 30 in forward'] + frames + ["(candidate log: /runs/x/job.log)"])
+    out = _failure_excerpt(tail, "/k/cpu/1/segv.py").splitlines()
+    assert out[0] == "Fatal Python error: Segmentation fault" and "segv.py\", line 30" in out[1], out
+    assert out[-1] == "(candidate log: /runs/x/job.log)" and len(out) <= 11, out
+
+
+def test_the_ablation_poisons_fresh_buffers_so_a_kernel_rewriting_a_stale_answer_is_seen():
+    """An honest Triton kernel was flagged (cpu/3 triton_affine, special: nan): torch.empty_like handed back a
+    block that still held, byte for byte, the answer of an earlier call, the kernel wrote the same bytes, and
+    the ablation (writes seen as changed bytes) left the 'no-op' output alone: still right."""
+    from kernelbench_cli.candidate.loading import ablated, nan_filled_allocations
+    x = torch.randn(4096)
+    answer = x * 2
+
+    def kernel(x, out):                # an honest out= kernel
+        out.copy_(x * 2)
+
+    stale = answer.clone()             # what a reused block may hold: the blind spot, shown
+    ablated(kernel, (x, stale), {})
+    assert torch.equal(stale, answer)
+    originals = (torch.empty, torch.empty_like, torch.empty_strided, torch.Tensor.new_empty)
+    with nan_filled_allocations(torch):
+        out = torch.empty_like(x)
+        assert torch.isnan(out).all() and torch.isnan(torch.empty(3)).all() and torch.isnan(x.new_empty(2)).all()
+        ablated(kernel, (x, out), {})
+    assert not torch.allclose(out, answer)            # written, so noised
+    assert (torch.empty, torch.empty_like, torch.empty_strided, torch.Tensor.new_empty) == originals   # restored

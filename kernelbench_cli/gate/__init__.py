@@ -81,6 +81,7 @@ class GatePlan:
     store: RunStore
     todo: list                  # the jobs still to run (all of them unless resuming)
     baselines: dict             # read_baselines(), before any candidate ran
+    resumed: bool = False       # --resume: the run's table at the end is the whole run's, not only this part's
 
 
 def start(cfg, jobs: list, *, baseline: str | None, fail_on_regression: bool, resume: str | None,
@@ -100,7 +101,7 @@ def start(cfg, jobs: list, *, baseline: str | None, fail_on_regression: bool, re
         todo = [j for j in jobs if job_id(j) not in done]
         err.print(f"resuming run {store.run_id}: {len(jobs) - len(todo)} job(s) already recorded, "
                   f"{len(todo)} to run", highlight=False)
-        return GatePlan(store, todo, frozen)
+        return GatePlan(store, todo, frozen, resumed=True)
     return GatePlan(RunStore(Path(cfg.paths.runs)), jobs, frozen)
 
 
@@ -148,6 +149,10 @@ def finish(plan: GatePlan, cfg, device: str, jobs: list, as_json: bool, *, basel
         written = ci_formats.write_markdown(markdown, ci_formats.markdown(comps, title, tau, source, strict))
         err.print("markdown summary: " + ", ".join(map(str, written)), highlight=False)
     results = B.latest_per_job(store.load())
+    if plan.resumed:
+        from ..reports.terminal import render
+        render(results, out, f"bench · {device} · run {store.run_id} (the whole run, resumed)",
+               caption=f"results: {store.results_file}")
     if html:
         from ..reports.html import write_run_html
         write_run_html(html, results, Path(cfg.paths.runs), err)

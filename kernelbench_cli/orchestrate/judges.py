@@ -163,6 +163,8 @@ def build(job: Job, cfg, device: str, env: dict, logs: Path, tag: str) -> Result
     if result.status == R.OK:
         record_build(cache_dir(cfg), key, dataclasses.asdict(result.build))
     result.stderr_tail = log_tail(proc.log_path)
+    if result.status != R.OK:
+        result.stderr_tail += f"\n(build log: {proc.log_path})"
     result.build.seconds = result.build.seconds or round(time.perf_counter() - start, 3)
     result.wall_s = round(time.perf_counter() - start, 3)
     result.finished_at = time.time()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from rich import box
 from rich.console import Console
@@ -172,9 +173,12 @@ def render(results: list[Result], console: Console, title: str, caption: str = "
             if f.severity == "warning":
                 console.print(f"[yellow]![/] {r.problem}::{r.candidate}: {f.name}: {f.detail}", highlight=False)
         if r.status == R.COMPILE_ERROR and r.build.log:
-            console.print(_compiler_excerpt(r.build.log), style="dim", highlight=False, markup=False)
+            console.print(_compiler_excerpt(r.build.log, r.candidate_path), style="dim", highlight=False, markup=False)
+            log = next((ln for ln in r.stderr_tail.splitlines() if ln.startswith("(build log:")), "")
+            if log:
+                console.print(log, style="dim", highlight=False, markup=False)
         elif r.status in (R.CRASH, R.TIMEOUT, R.CUDA_ERROR, R.IMPORT_ERROR, R.RUNTIME_ERROR) and r.stderr_tail:
-            console.print("\n".join(r.stderr_tail.splitlines()[-8:]), style="dim", highlight=False, markup=False)
+            console.print(_failure_excerpt(r.stderr_tail, r.candidate_path), style="dim", highlight=False, markup=False)
     if build_only:
         ok = sum(r.status == R.OK for r in results)
         console.print(f"{ok}/{len(results)} built (nothing was run: `kbench bench` verifies and times them)")
@@ -182,10 +186,50 @@ def render(results: list[Result], console: Console, title: str, caption: str = "
         console.print(summary_line(results), highlight=False)
 
 
-def _compiler_excerpt(log: str, lines: int = 12) -> str:
-    """The compiler's error lines matter, ninja's command lines do not."""
-    keep = [ln for ln in log.splitlines() if "error" in ln.lower() or ln.strip().startswith(("^", "|"))]
-    return "\n".join((keep or log.splitlines())[-lines:])
+SOURCE_LINE = re.compile(r"^\s*(\d+\s*)?\|")          # gcc's quoted source and marker lines: "  7 |  code", "    |  ^~"
+COMMAND = ("[", "FAILED:", "ninja:", "c++ ", "g++ ", "nvcc ", "/usr/")
+
+
+def _compiler_excerpt(log: str, candidate_path: str = "", lines: int = 14) -> str:
+    """The compiler's error lines with the source lines it quotes under them (not ninja's command lines), each
+    quoted source line located in the candidate file (the compiler numbers the generated main.cpp/cuda.cu)."""
+    out, take = [], 0
+    for ln in log.splitlines():
+        if (": error" in ln.lower() or "error:" in ln.lower()) and not ln.lstrip().startswith(COMMAND):
+            out.append(ln)
+            take = 3
+        elif take and (SOURCE_LINE.match(ln) or ln.strip().startswith("^") or not ln.startswith(COMMAND)):
+            if SOURCE_LINE.match(ln) and ln.split("|", 1)[0].strip().isdigit():
+                ln += _where(ln.split("|", 1)[1], candidate_path)
+            out.append(ln)
+            take -= 1
+        else:
+            take = 0
+    return "\n".join((out or log.splitlines())[-lines:])
+
+
+def _failure_excerpt(tail: str, candidate_path: str, lines: int = 8) -> str:
+    """A crash's last lines, with the candidate's own frames and the fatal-error line kept even when kbench's
+    frames below them would push them out (a segfault's dump ends in the candidate process's serve loop)."""
+    all_ = tail.splitlines()
+    name = candidate_path.rsplit("/", 1)[-1] if candidate_path else "\0"
+    key = [i for i, ln in enumerate(all_) if "Fatal Python error" in ln or (name in ln and "File" in ln)]
+    keep = sorted(set(key) | {i + 1 for i in key if i + 1 < len(all_) and name in all_[i]} |
+                  set(range(max(0, len(all_) - lines), len(all_))))
+    return "\n".join(all_[i] for i in keep)
+
+
+def _where(code: str, candidate_path: str) -> str:
+    """'  <- candidate.py:123' for a quoted source line found once in the candidate file."""
+    code = code.strip()
+    if len(code) < 8 or not candidate_path:
+        return ""
+    try:
+        text = open(candidate_path, encoding="utf-8", errors="replace").read().splitlines()
+    except OSError:
+        return ""
+    hits = [i for i, line in enumerate(text, 1) if code in line]
+    return f"   <- {candidate_path}:{hits[0]}" if len(hits) == 1 else ""
 
 
 def to_json(results: list[Result], run_id: str, device: str) -> str:
