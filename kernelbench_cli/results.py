@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -186,9 +187,19 @@ class RunStore:
         result.run_id = self.run_id
         line = result.to_json() + "\n"
         self.verify()
-        with open(self.results_file, "a") as f:
-            f.write(line)
-            f.flush()
+        try:
+            with open(self.results_file, "a") as f:
+                f.write(line)
+                f.flush()
+        except OSError as e:        # a full disk, a file-size limit: keep every complete record, say so, stop
+            try:
+                os.truncate(self.results_file, len(self._results.encode()))
+            except OSError:
+                pass
+            n = self._results.count("\n")
+            raise InputError(f"{self.results_file}: cannot write this job's record ({e.strerror or e}); the {n} "
+                             f"earlier record(s) are intact; free space (or pass --out elsewhere) and rerun with "
+                             f"--resume {self.dir}") from None
         self._results += line
 
     def verify(self) -> bool:

@@ -11,6 +11,7 @@ import pytest
 
 from conftest import ROOT
 from kernelbench_cli.gate import baseline as B
+from kernelbench_cli import results as R
 from kernelbench_cli import stats
 from kernelbench_cli.gate import formats as ci_formats
 from kernelbench_cli.gate.noise import AA_CANDIDATE, suggest_tau
@@ -197,6 +198,18 @@ def test_the_aa_candidate_is_the_reference(tmp_path):
     x = problem.get_inputs()
     assert torch.equal(ref(*x), new(*x))
     assert suggest_tau([0.004, 0.011]) == 0.04 and suggest_tau([0.001]) == 0.01
+
+
+def test_a_job_the_baseline_timed_and_this_run_did_not_time_is_regressed():
+    """Exploit of the gate: a C++ candidate that regressed adds `import triton` (or BACKEND = "triton"), is then
+    interpreted on the CPU, has no timing, and the gate said 'unchanged' (no timing to compare)."""
+    timed = B.JobRecord.from_result(result("c", [1.84] * 8))
+    untimed = result("c")
+    untimed.timing.note = R.INTERPRETED
+    c = B.compare_job("p::c", timed, B.JobRecord.from_result(untimed), 0.05)
+    assert c.verdict == "regressed" and "timing lost" in c.reason and "1.84" in c.reason, c.reason
+    assert B.compare_job("p::c", B.JobRecord.from_result(untimed), B.JobRecord.from_result(untimed),
+                         0.05).verdict == "unchanged"          # interpreted in both: nothing to compare, not a loss
 
 
 def test_run_to_run_noise_keeps_an_unchanged_rerun_from_failing_and_a_2x_slowdown_still_fails():

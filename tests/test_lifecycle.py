@@ -107,3 +107,38 @@ def test_a_kbench_stopped_mid_build_leaves_no_compiler_behind(sig, tmp_path):
     os.kill(proc.pid, sig)
     proc.communicate(timeout=30)
     assert_gone_within_5_s(tree)
+
+
+FULL_DISK = """
+import resource, sys
+from kernelbench_cli.errors import InputError
+from kernelbench_cli.results import Result, RunStore
+store = RunStore(sys.argv[1], "20261202-000000-001")
+store.write_config({"k": 1})
+resource.setrlimit(resource.RLIMIT_FSIZE, (6000, 6000))    # what a full disk does to the next write
+n = 0
+try:
+    for i in range(100):
+        store.append(Result(problem="cpu/1_Add_ReLU", candidate=f"c{i}", candidate_path="c.py", device="cpu",
+                            dtype="float32", message="x" * 400))
+        n += 1
+except InputError as e:
+    print(n, e)
+"""
+
+
+def test_a_full_disk_while_results_are_written_is_one_clear_line_and_keeps_every_earlier_record(tmp_path):
+    """Fault injection: the results file cannot grow (a file-size limit: the kernel refuses the write, as on a
+    full disk) while a run appends its records: one line naming the file, how many records are intact and how
+    to resume; the file keeps every complete record and no torn line."""
+    proc = subprocess.run([sys.executable, "-c", FULL_DISK, str(tmp_path)], capture_output=True, text=True,
+                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-2000:]
+    n, message = proc.stdout.strip().split(" ", 1)
+    results = tmp_path / "20261202-000000-001" / "results.jsonl"
+    assert int(n) >= 1 and f"{results}: cannot write this job's record (File too large)" in message, message
+    assert f"the {n} earlier record(s) are intact" in message and "--resume" in message, message
+    text = results.read_text()
+    assert text.endswith("\n") and len(text.splitlines()) == int(n)
+    from kernelbench_cli.results import load_results
+    assert [r.candidate for r in load_results(results)] == [f"c{i}" for i in range(int(n))]

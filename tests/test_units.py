@@ -360,3 +360,22 @@ def test_the_ablation_poisons_fresh_buffers_so_a_kernel_rewriting_a_stale_answer
         ablated(kernel, (x, out), {})
     assert not torch.allclose(out, answer)            # written, so noised
     assert (torch.empty, torch.empty_like, torch.empty_strided, torch.Tensor.new_empty) == originals   # restored
+
+
+def test_a_cpu_run_says_its_cis_do_not_cover_run_to_run_noise():
+    """Issue 19 item 9: the same CPU candidate measured 1.10x-3.00x over six runs, each with a narrow CI, and
+    nothing said so. A timed CPU run now says it once; a GPU run does not."""
+    from rich.console import Console
+
+    from kernelbench_cli.reports.terminal import render
+    from kernelbench_cli.results import Timing
+
+    def run(device):
+        r = Result(problem="cpu/1_Add_ReLU", candidate="fused", candidate_path="f.py", device=device,
+                   dtype="float32", status="ok", correctness=Correctness(trials=3, passed=3),
+                   timing=Timing(ref_ms=1.0, cand_ms=0.5, speedup=2.0, ci_low=1.9, ci_high=2.1))
+        console = Console(width=200, record=True)
+        render([r], console, "t")
+        return console.export_text()
+    assert "each CI covers this run's rounds only" in run("cpu") and "baseline from 3+ runs" in run("cpu")
+    assert "each CI covers" not in run("cuda")

@@ -299,6 +299,8 @@ def compare_job(job: str, base: JobRecord | None, new: JobRecord | None, tau: fl
         c.reason = f"still failing ({new.status}; baseline {base.status})"
     elif not base.correct:
         c.verdict, c.reason = IMPROVED, f"now correct (baseline: {base.status})"
+    elif base.timed and not new.timed:     # (e.g. `import triton` made it interpreted): a speed no longer vouched for
+        c.verdict, c.reason = REGRESSED, f"timing lost: the baseline timed it at {base.speedup:.2f}×, this run did not"
     elif not (base.timed and new.timed):
         note = new.note or base.note
         c.reason = "no timing to compare" + (f" ({note})" if note else "")

@@ -184,6 +184,15 @@ def render(results: list[Result], console: Console, title: str, caption: str = "
         console.print(f"{ok}/{len(results)} built (nothing was run: `kbench bench` verifies and times them)")
     else:
         console.print(summary_line(results), highlight=False)
+        if any(r.device == "cpu" and r.speed and r.timing.speedup for r in results):
+            console.print(CPU_NOISE, style="dim", highlight=False)
+
+
+# Said once under a CPU run's table: its CIs cannot show what moves between runs on a shared CPU (measured on the
+# 2-core box: one candidate 1.10x-3.00x over six runs, each with a narrow CI; issue 19).
+CPU_NOISE = ("note: on a CPU each CI covers this run's rounds only; reruns on a shared machine move further (sd of "
+             "the log speedup up to 0.05 single-threaded, several times that with threads: "
+             "README, \"Run-to-run noise (CPU)\"); gate with timing.cpu_threads pinned and a baseline from 3+ runs")
 
 
 SOURCE_LINE = re.compile(r"^\s*(\d+\s*)?\|")          # gcc's quoted source and marker lines: "  7 |  code", "    |  ^~"
