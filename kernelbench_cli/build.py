@@ -109,8 +109,9 @@ SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".cpp", ".cc", ".c", ".inc", ".p
 
 def record_key(candidate: Path, device: str, env: dict) -> str | None:
     """What a build depends on that the parent can see without running the candidate: its file, source files
-    beside it (a candidate may read a .cu next to it), the target arch, torch and Python versions. None if
-    the file cannot be read (then it is built, and fails, as usual)."""
+    beside it (a candidate may read a .cu next to it), the target arch, torch and Python versions, and the
+    code of kbench's backends (what a build runs and checks: a record made before a check was added must not
+    let a candidate skip it). None if the file cannot be read (then it is built, and fails, as usual)."""
     import hashlib
     import json
     import sys
@@ -121,6 +122,8 @@ def record_key(candidate: Path, device: str, env: dict) -> str | None:
         for p in sorted(Path(candidate).parent.iterdir()):
             if p.suffix in SOURCE_SUFFIXES and p.is_file():
                 h.update(p.name.encode() + b"\0" + p.read_bytes())
+        for p in sorted((Path(__file__).parent / "backends").glob("*.py")):
+            h.update(p.read_bytes())
         torch_version = metadata.version("torch")
     except (OSError, metadata.PackageNotFoundError):
         return None

@@ -179,9 +179,10 @@ def _storage_bytes(t) -> int:
 
 class SharedTensors:
     """Judge side: device or shared-memory tensors shaped like `templates`, and the specs (plus fds on the
-    CPU) that let a candidate process map the same memory."""
+    CPU) that let a candidate process map the same memory. With room > 1 each tensor is the start of a
+    storage `room` times its size (the layout trials' views of lane 0 need it)."""
 
-    def __init__(self, templates: list, device: str):
+    def __init__(self, templates: list, device: str, room: int = 1):
         import torch
         self.device, self.tensors, self.specs, self.fds, self._maps = device, [], [], [], []
         # CUDA IPC shares a whole allocator segment: the slots get a memory pool of their own, so no other
@@ -190,7 +191,8 @@ class SharedTensors:
         for tpl in templates:
             if device == "cuda":
                 with torch.cuda.use_mem_pool(self.pool):
-                    t = torch.empty_strided(tpl.shape, tpl.stride(), dtype=tpl.dtype, device="cuda")
+                    n = _storage_bytes(tpl.as_strided(tpl.shape, tpl.stride(), 0)) // tpl.element_size()
+                    t = torch.empty(room * n, dtype=tpl.dtype, device="cuda").as_strided(tpl.shape, tpl.stride(), 0)
                 buf = io.BytesIO()
                 import torch.multiprocessing  # noqa: F401  (registers torch's reductions with ForkingPickler)
                 from multiprocessing.reduction import ForkingPickler
@@ -200,7 +202,7 @@ class SharedTensors:
                                                                 dtype_name(t.dtype), _storage_bytes(t), handle)))
             else:   # contiguous on the CPU: strided layouts are made by the caller as views
                 spec = TensorSpec(list(tpl.shape), list(torch.empty(tpl.shape).stride()), 0, dtype_name(tpl.dtype),
-                                  max(tpl.numel() * tpl.element_size(), 1))
+                                  max(room * tpl.numel() * tpl.element_size(), 1))
                 fd = os.memfd_create("kbench-slot", os.MFD_ALLOW_SEALING)
                 os.ftruncate(fd, spec.nbytes)
                 fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)

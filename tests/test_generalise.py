@@ -77,7 +77,25 @@ def test_a_stride_ignoring_kernel_is_specialised_and_the_bundled_one_is_not(kben
     code, doc = kbench.json("check", "cpu/2")
     bundled = doc["results"][0]
     assert bundled["status"] == "ok" and bundled["flags"] == [], bundled["flags"]
-    assert bundled["correctness"]["variants"]["layout"]["passed"] == 1
+    assert bundled["correctness"]["variants"]["layout"] == {"trials": 4, "passed": 4, "skipped": 0, "detail": ""}
+
+
+def test_each_layout_view_catches_a_stride_bug_the_transposed_view_misses(kbench):
+    """Beyond the transposed view (layouts.py): a 1-D kernel that ignores strides (no transposed view of a 1-D
+    input exists: the strided view catches it), a fast path assuming unit-stride rows are packed (the sliced
+    and expanded views), rows addressed from the storage's base (the sliced view's offset). Each passed every
+    layout trial before those views; with generalise.layout=error each is incorrect, naming the view."""
+    cases = {("cpu/1", "1_Add_ReLU/ignore_strides.py"): (1, 0, "strided inputs"),
+             ("cpu/2", "2_Row_Sum_Of_Squares/packed_fast_path.py"): (4, 2, "sliced inputs"),
+             ("cpu/2", "2_Row_Sum_Of_Squares/storage_base.py"): (4, 3, "sliced inputs")}
+    for (problem, kernel), (trials, passed, view) in cases.items():
+        code, doc = kbench.json("check", problem, "--kernel", GEN / "kernels" / "cpu" / kernel,
+                                "--set", "generalise.layout=error")
+        r = doc["results"][0]
+        layout = r["correctness"]["variants"]["layout"]
+        assert r["status"] == "incorrect" and failed_classes(r) == {"layout"}, (kernel, r["message"])
+        assert (layout["trials"], layout["passed"]) == (trials, passed) and layout["detail"].startswith(view), \
+            (kernel, layout)
 
 
 def test_honest_kernels_the_element_wise_bar_would_fail_pass_and_their_buggy_twins_do_not(kbench):

@@ -203,30 +203,46 @@ def _warm_at(module, msg: dict, device: str, size_sets: list, layouts: bool, pro
     import torch
 
     from ..candidate.loading import import_file
-    from ..correctness import construct, make_inputs
-    from ..layouts import layout_perms, permuted_view
     problem = problem or import_file(msg["problem_path"], "kbench_warm_problem")
     dtype = getattr(torch, msg.get("dtype", "float32"))
     saved = {n: getattr(problem, n) for s in size_sets for n in s}
     for sizes in size_sets:
         try:
-            for n, v in sizes.items():
-                setattr(problem, n, v)
-            model = construct(module.ModelNew, list(problem.get_init_inputs()), device, dtype, 0)
-            inputs = make_inputs(problem, 0, device, dtype)
-            with torch.no_grad():
-                model(*inputs)
-                for _, perms in layout_perms(inputs) if layouts and not sizes else []:
-                    model(*[permuted_view(x, p) for x, p in zip(inputs, perms)])
-            if device == "cuda":
-                torch.cuda.synchronize()
-        except Exception as e:
-            if type(e).__module__.startswith("triton") and "Compil" in type(e).__name__:
-                raise                  # a kernel that does not compile: the build's failure
-            print(f"kbench: warm-up at sizes {sizes or 'of the problem'} raised {type(e).__name__}: {e}"[:500])
+            _warm_sizes(module, problem, sizes, device, dtype, layouts and not sizes)
         finally:
             for n, v in saved.items():
                 setattr(problem, n, v)
+
+
+def _warm_sizes(module, problem, sizes: dict, device: str, dtype, layouts: bool) -> None:
+    import torch
+
+    from ..correctness import construct, make_inputs
+    from ..layouts import layout_inputs, layout_specs, make_view
+    try:
+        for n, v in sizes.items():
+            setattr(problem, n, v)
+        model = construct(module.ModelNew, list(problem.get_init_inputs()), device, dtype, 0)
+        inputs = make_inputs(problem, 0, device, dtype)
+        calls = [("", inputs)] + [(name, [make_view(layout_inputs(x, v), v) for x, v in zip(inputs, views)])
+                                  for name, views in (layout_specs(inputs) if layouts else [])]
+    except Exception as e:
+        return _warm_failed(e, sizes, "")
+    for name, args in calls:       # one call per layout: a candidate may refuse one and take the next
+        try:
+            with torch.no_grad():
+                model(*args)
+            if device == "cuda":
+                torch.cuda.synchronize()
+        except Exception as e:
+            _warm_failed(e, sizes, name)
+
+
+def _warm_failed(e: Exception, sizes: dict, layout: str) -> None:
+    if type(e).__module__.startswith("triton") and "Compil" in type(e).__name__:
+        raise e                        # a kernel that does not compile: the build's failure
+    where = f"sizes {sizes or 'of the problem'}" + (f", {layout} inputs" if layout else "")
+    print(f"kbench: warm-up at {where} raised {type(e).__name__}: {e}"[:500])
 
 
 def gpu_compile_check(msg: dict, extensions: list) -> None:

@@ -20,7 +20,7 @@ import traceback
 
 from .. import sandbox
 from ..channel import Channel, Reply, map_specs
-from ..layouts import permuted_view
+from ..layouts import view_of
 
 LOG_TAIL = 4000
 
@@ -237,9 +237,8 @@ class Server:
             model = self.model if "shape" not in msg else self.shape_model(msg["shape"])
             for pos, lane in enumerate(msg.get("lanes", [0])):
                 self.inputs, self.outputs = self.lanes[lane] if "shape" not in msg else self.shape_lanes[msg["shape"]][:2]
-                if msg.get("perms"):      # a layout trial: the same slots, viewed non-contiguously
-                    self.inputs = [permuted_view(x, p, x.view([x.shape[i] for i in p]) if p else None)
-                                   for x, p in zip(self.inputs, msg["perms"])]
+                if msg.get("views"):      # a layout trial: the same slots, viewed non-contiguously
+                    self.inputs = [view_of(x, v) for x, v in zip(self.inputs, msg["views"])]
                 if pos and self.flush is not None:
                     self.flush.zero_()
                 if self.device == "cuda":
@@ -300,7 +299,7 @@ class Server:
         self.interceptor.ablation["on"] = True
         try:
             with nan_filled_allocations(self.torch):
-                reply = self.op_call({"lanes": [0], "perms": msg.get("perms")} |
+                reply = self.op_call({"lanes": [0], "views": msg.get("views")} |
                                      ({"shape": msg["shape"]} if "shape" in msg else {}), fds)
         finally:
             self.interceptor.ablation["on"] = False

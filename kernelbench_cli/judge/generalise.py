@@ -6,10 +6,12 @@ get_inputs() never draws (issue 17). Derived from the reference, once per proble
 - special: NaN, then +Inf and -Inf, planted at a few random positions of every floating input;
 - edge: the problem's own get_edge_inputs(), if it defines it (e.g. the exact half-integer ties of the
   layout-mix problem);
-- layout: fresh inputs of the problem's own distribution, each floating input of 2+ dims handed over as a
-  non-contiguous view (last two dims transposed in memory; for 4-D also channels-last), same shape and
-  values. The candidate process builds the view over its own input slot (same bytes, permuted), so no new
-  buffer is mapped into it.
+- layout: fresh inputs of the problem's own distribution, each floating input handed over as a
+  non-contiguous view of the same shape (layouts.py): last two dims transposed in memory, channels-last for
+  4-D, every other element of a storage twice as long (strided), and stride 0 along the first dim (expanded:
+  the input is then constant along it, as a broadcast tensor is). The storage the view skips is NaN, so a
+  kernel that ignores strides reads NaN. The candidate process builds the view over its own input slot
+  (lane 0 has room for it), so no new buffer is mapped into it.
 
 A variant the reference itself rejects (raises) is skipped, not failed: the harness learns what the
 reference accepts by running it. A candidate that raises on a variant (a kernel that refuses strided inputs)
@@ -43,7 +45,7 @@ import torch
 
 from ..correctness import (CLASS_RANK, clone, compare, judge, oracle_outputs, precision_class,
                            reduced_precision_errors, rel_l2, synchronize, tensors, to_device)
-from ..layouts import layout_perms, permuted_view
+from ..layouts import layout_inputs, layout_specs, make_view, write_view
 from ..results import Flag
 from .handle import CandidateFailed
 from .shapes import shape_variants
@@ -52,9 +54,9 @@ RUNNABLE = ("values", "special", "edge", "layout", "shapes")
 
 
 class Variant:
-    def __init__(self, cls: str, name: str, inputs: list, ref_out, perms: list | None = None):
+    def __init__(self, cls: str, name: str, inputs: list, ref_out, views: list | None = None):
         self.cls, self.name, self.inputs, self.ref_out = cls, name, inputs, ref_out
-        self.perms = perms      # layout: per input, the memory order of its dims (None: contiguous)
+        self.views = views      # layout: per input, its view [size, stride, offset] of the slot (None: as is)
         self.finite = None      # special: (reference output with finite values planted, dependence masks)
         self._norm = None       # values: (oracle, reduced-precision costs), computed on the first miss
         self.model = None       # shapes: the reference built for these sizes (else the problem's own)
@@ -146,17 +148,17 @@ def make_variants(ref, seed: int) -> list[Variant]:
     base_out = ref.trials()[0].ref_out
     if "layout" in wanted:
         fresh = ref.inputs(seed ^ 0x1A70)
-        for name, perms in layout_perms(fresh):
-            made.append(("layout", name, [permuted_view(x, p) for x, p in zip(fresh, perms)], perms))
+        for name, views in layout_specs(fresh):
+            made.append(("layout", name, [make_view(layout_inputs(x, v), v) for x, v in zip(fresh, views)], views))
     edge = getattr(ref.problem, "get_edge_inputs", None)
     if "edge" in wanted and callable(edge):
         for i, inputs in enumerate(edge()):
             made.append(("edge", f"edge {i}", list(to_device(list(inputs), ref.device, ref.dtype))))
     variants = []
-    for cls, name, inputs, *perms in made:
+    for cls, name, inputs, *views in made:
         try:
-            out = ref.run(inputs if perms else clone(inputs))     # (clone would make the views contiguous)
-            v = Variant(cls, name, inputs, out, perms[0] if perms else None)
+            out = ref.run(inputs if views else clone(inputs))     # (clone would make the views contiguous)
+            v = Variant(cls, name, inputs, out, views[0] if views else None)
             if cls == "special":
                 v.finite = _dependence(ref, base, base_out, inputs, g)
         except Exception:        # the reference rejects it: not a variant of this problem
@@ -188,17 +190,13 @@ def policy_flags(failed: dict[str, str], cfg) -> list[Flag]:
 
 
 def _send(s, v: Variant, op: str):
-    """Variant v's inputs into lane 0 (a layout variant's bytes in its permuted order: the candidate views
-    them back the same way), then one call (op "call", or "ablate": compiled results replaced by noise)."""
+    """Variant v's inputs into lane 0 (a layout variant's laid out as its views: the candidate builds the same
+    views over its slots), then one call (op "call", or "ablate": compiled results replaced by noise)."""
     ins = s.shape_lanes[v.slot][0] if v.cls == "shapes" else s.in_slots
-    perms = v.perms or [None] * len(ins.tensors)
-    for slot, x, perm in zip(ins.tensors, tensors(v.inputs), perms):
-        if perm is None:
-            slot.copy_(x)
-        else:
-            slot.view(x.permute(perm).shape).copy_(x.permute(perm))
+    for slot, x, view in zip(ins.tensors, tensors(v.inputs), v.views or [None] * len(ins.tensors)):
+        write_view(slot, x, view)
     synchronize(s.device)
-    msg = {"op": op, "perms": v.perms} | ({"shape": v.slot} if v.cls == "shapes" else {})
+    msg = {"op": op, "views": v.views} | ({"shape": v.slot} if v.cls == "shapes" else {})
     try:
         reply, _ = s.cand.call(msg, s.call_timeout(), "generalisation")
     except CandidateFailed as e:

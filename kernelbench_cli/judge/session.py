@@ -21,6 +21,7 @@ from ..channel import MAX_FDS, SharedTensors, read_process_memory
 from ..correctness import (CLASS_RANK, Flags, check_inputs_unchanged, clone, judge, level_fingerprint, maybe_flag,
                            precision_class, precision_flag, rel_l2, synchronize, tensors, tf32_off)
 from ..environment import Nvml, environment
+from ..layouts import ROOM
 from ..results import BuildInfo, Correctness, Result
 from ..timing import measure
 from .handle import CandidateFailed, CandidateProcess
@@ -98,8 +99,8 @@ class Session:
         trace.mark("judge", "trials ready")
         ref.phases = {"reference_s": 0.0, "oracle_s": 0.0}        # computed once per problem; later jobs reuse it
         self.batch = self.batch_size(trials[0])
-        self.lanes = [(SharedTensors(tensors(trials[0].inputs), self.device),
-                       SharedTensors(ref.output_templates(), self.device)) for _ in range(self.batch)]
+        self.lanes = [(SharedTensors(tensors(trials[0].inputs), self.device, ROOM if k == 0 else 1),
+                       SharedTensors(ref.output_templates(), self.device)) for k in range(self.batch)]
         self.in_slots, self.out_slots = self.lanes[0]
         state = ref.model.state_dict()
         weights = SharedTensors(list(state.values()), self.device)
