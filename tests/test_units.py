@@ -379,3 +379,31 @@ def test_a_cpu_run_says_its_cis_do_not_cover_run_to_run_noise():
         return console.export_text()
     assert "each CI covers this run's rounds only" in run("cpu") and "baseline from 3+ runs" in run("cpu")
     assert "each CI covers" not in run("cuda")
+
+
+def test_the_fast_comparison_agrees_with_the_float64_one(monkeypatch):
+    """compare() first checks in the outputs' own precision with a margin; whatever it concludes, the float64
+    check must conclude the same, near the bar too (elements placed just inside and just outside it)."""
+    import torch
+
+    from kernelbench_cli import correctness as C
+    g = torch.Generator().manual_seed(7)
+    cases = []
+    for scale in (1e-6, 1.0, 1e4):
+        r = torch.randn(4096, generator=g) * scale
+        bar = 1e-4 + 1e-4 * r.abs()
+        for k in (0.5, 0.99999, 1.00001, 2.0):           # |c - r| as a multiple of the bar
+            cases.append((r, r + k * bar))
+        for dtype in (torch.float16, torch.bfloat16):
+            cases.append((r.to(dtype), (r + 0.5 * bar).to(dtype)))
+    nan = cases[0][1].clone()
+    nan[3] = float("nan")
+    cases += [(cases[0][0], nan), (torch.full((8,), float("inf")), torch.full((8,), float("inf")))]
+    fast = [C.compare(r, c, 1e-4, 1e-4) for r, c in cases]
+    concluded = [C._all_close_fast(r, c, 1e-4, 1e-4) is not None for r, c in cases]
+    monkeypatch.setattr(C, "_all_close_fast", lambda *a: None)
+    exact = [C.compare(r, c, 1e-4, 1e-4) for r, c in cases]
+    for (r, c), a, b in zip(cases, fast, exact):
+        assert (a["reason"] is None) == (b["reason"] is None) and a["mismatches"] == b["mismatches"], (a, b)
+        assert abs(a["max_abs"] - b["max_abs"]) <= 1e-6 * max(b["max_abs"], 1e-30), (a, b)
+    assert 3 <= sum(concluded) < len(cases)     # (the fast path concluded on some, left the others to float64)
