@@ -2,6 +2,8 @@
 its exploit class; the honest fixture beside them passes with no error flag."""
 from __future__ import annotations
 
+import pytest
+
 from conftest import FIXTURES, ROOT, by_candidate
 
 ADVERSARIAL = ROOT / "tests" / "adversarial" / "kernels"
@@ -49,6 +51,7 @@ HONEST_TWINS = ("naive_sum",    # honest fp32 with another summation order: no f
 SECRET = "kbench-test-secret-4f1c"      # env_secret.py answers wrong if it can read this anywhere
 
 
+@pytest.mark.slow
 def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
     monkeypatch.setenv("KBENCH_TEST_SECRET", SECRET)
     code, doc = kbench.json("bench", "cpu/1_Add_ReLU", "cpu/2_Row_Sum_Of_Squares",

@@ -311,6 +311,7 @@ E2E = ["--set", "timing.samples_per_round=3", "--set", "timing.min_rounds=10", "
        "--tau", "0.25"]
 
 
+@pytest.mark.slow
 def test_bench_gate_end_to_end_on_the_cpu(kbench, tmp_path, monkeypatch):
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)     # when the tests themselves run in Actions
     for key, value in STEADY_CPU.items():

@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import FIXTURES, ROOT, by_candidate
 
 FIXTURE_KERNELS = FIXTURES / "kernels"
 FIXTURE_SET = ["--set", f"paths.kernels={FIXTURE_KERNELS}", "--set", "timeouts.run_s=45"]
 
 
+@pytest.mark.slow
 def test_mixed_batch_reports_every_failure_class_and_finishes_the_rest(kbench):
     """One batch: correct, wrong, segfault, hang, os._exit, compile error, import error. Each gets its
     class; the correct one still passes and is timed; the run file holds every job."""
@@ -64,6 +67,7 @@ def test_check_prints_table_summary_and_exit_code_for_a_wrong_candidate(kbench):
     assert "wrong: incorrect" in proc.stdout
 
 
+@pytest.mark.slow
 def test_bench_all_runs_every_bundled_cpu_candidate_correctly(kbench):
     """The README's main command on a machine without a GPU: the bundled CPU problems, all correct; the Triton
     candidates of the GPU-sized problems skipped with the reason (the interpreter would take minutes)."""
