@@ -15,7 +15,7 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "input_mutation": ("integrity", {"input-mutated"}),
     "output_alias": ("integrity", {"bad-output"}),
     "subclass_output": ("integrity", {"bad-output"}),
-    "timer_tamper": ("integrity", {"timer-tampered", "monkeypatch"}),
+    "timer_tamper": ("integrity", {"monkeypatch"}),     # and harmless: the clock was bound before the import
     "background_thread": ("integrity", {"background-thread", "thread-or-stream"}),
     "empty_output": ("incorrect", set()),
     "zeros_output": ("incorrect", set()),
@@ -31,7 +31,7 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "exit_early": ("crash", set()),
     "precise_then_half": ("integrity", {"precision", "generalisation"}),   # fp16 rounding: wrong on large values too
     # the process model (issue 15): what only another process can stop
-    "clock_swap_cpp": ("integrity", {"timer-tampered"}),
+    "clock_hook_libc": ("integrity", {"timer-tampered"}),   # below Python: the witness catches it
     "late_native_thread": ("incorrect", {"background-thread"}),
     "native_spinner": ("integrity", {"background-thread"}),
     "gc_sabotage_config": ("integrity", {"precision", "generalisation"}),   # fp16 rounding: wrong on large values too
@@ -45,7 +45,7 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "variant_fallback": ("integrity", {"generalisation", "library-heavy"}),   # its isfinite checks: aten time
 }
 HARMLESS = ("set_threads", "gc_sabotage_reference", "forge_results", "env_secret",   # must pass like `honest`
-            "state_probe")
+            "state_probe", "clock_swap_cpp")    # (clock_swap_cpp: the candidate process's clock was bound first)
 HONEST_TWINS = ("naive_sum",    # honest fp32 with another summation order: no flag at all (issue 16)
                 "out_param")    # honest out= kernel: its result is an argument, and the ablation sees it
 SECRET = "kbench-test-secret-4f1c"      # env_secret.py answers wrong if it can read this anywhere
@@ -90,6 +90,7 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
         fastest = min(r["timing"]["ref_rounds_ms"])
         assert fastest < 1.6 * min(honest["timing"]["ref_rounds_ms"]), (name, r["timing"], honest["timing"])
         assert r["env"]["threads"] == honest["env"]["threads"]          # the judge's thread count is its own
+        assert r["timing"]["speedup"] < 3.0 * honest["timing"]["speedup"], (name, r["timing"]["speedup"])
     assert got["env_secret"]["correctness"]["passed"] == got["env_secret"]["correctness"]["trials"]
     # forged records never reach the results file: it holds exactly one record per job
     lines = (kbench.runs / doc["run_id"] / "results.jsonl").read_text().splitlines()

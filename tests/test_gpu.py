@@ -22,9 +22,13 @@ def test_cuda_batch_failures_and_exploits(kbench):
     side = got["side_stream"]           # the candidate's own clock misses the side stream; the witness does not
     assert side["status"] in ("integrity", "incorrect"), side
     assert {f["name"] for f in side["flags"]} & {"timer-tampered", "late-work"} or side["status"] == "incorrect", side
-    late = got["late_device"]           # synchronisation disabled: work still on the device after "done"
+    late = got["late_device"]           # side-stream work, torch.cuda.synchronize patched out: the candidate
+    #   process syncs through the C-level entry it bound first, so no work is left after "done" (late-work
+    #   would be the flag if it were); its events miss the side stream: the witness and the checked timed
+    #   calls see it (H200, 2026-12-02: cached-result, timer-tampered)
     assert late["status"] in ("integrity", "incorrect") and (
-        "late-work" in {f["name"] for f in late["flags"]} or late["status"] == "incorrect"), late
+        {"late-work", "timer-tampered", "cached-result"} & {f["name"] for f in late["flags"]}
+        or late["status"] == "incorrect"), brief(late)
     assert got["empty_output"]["status"] == "incorrect"
     wrapper = got["aten_wrapper"]       # no kernel of its own: attribution, not the ablation, catches it
     assert wrapper["status"] == "integrity" and "library-heavy" in {f["name"] for f in wrapper["flags"]}, brief(wrapper)
@@ -37,13 +41,31 @@ def test_cuda_batch_failures_and_exploits(kbench):
     assert code == 1
 
 
-@pytest.mark.xfail(strict=False, reason="open (issue 15; caught in 1 of 4 runs on 2026-12-02): the witness resolves ~0.15-0.25 ms per "
-                                       "call; a 10x event-clock lie on a 0.02 ms kernel hides 0.018 ms")
-def test_an_event_clock_lie_on_a_short_kernel_is_caught(kbench):
-    code, doc = kbench.json("check", "cpu/1", "--device", "cuda", "--kernel",
-                            FIXTURES / "cuda_kernels" / "cpu" / "1_Add_ReLU" / "event_clock.py", *CUDA_FIXTURES)
-    clock = doc["results"][0]
-    assert clock["status"] == "integrity" and "timer-tampered" in {f["name"] for f in clock["flags"]}, clock
+def test_an_event_clock_lie_on_a_short_kernel_is_made_harmless(kbench):
+    """A Python-level patch of torch.cuda.Event.elapsed_time (10x short) on a 0.03 ms kernel, where the witness
+    cannot resolve the lie: the candidate process times with torch's C-level event functions bound before the
+    candidate's import (candidate/clocks.py), so the patch is not seen and the speedup is the honest kernel's."""
+    fixtures = FIXTURES / "cuda_kernels" / "cpu" / "1_Add_ReLU"
+    code, doc = kbench.json("bench", "cpu/1", "--device", "cuda", "--kernel", fixtures / "event_clock.py",
+                            "--kernel", fixtures / "correct.py", *CUDA_FIXTURES)
+    got = by_candidate(doc)
+    clock, honest = got["event_clock"], got["correct"]
+    if clock["status"] == "integrity":          # (the witness may still see it: caught is fine too)
+        assert "timer-tampered" in {f["name"] for f in clock["flags"]}, brief(clock)
+        return
+    assert clock["status"] == "ok", brief(clock)
+    ratio = clock["timing"]["speedup"] / honest["timing"]["speedup"]
+    assert 0.4 < ratio < 2.5, (clock["timing"]["speedup"], honest["timing"]["speedup"])   # (the lie: ~10x)
+
+
+def test_a_native_event_clock_hook_is_caught_by_the_witness(kbench):
+    """The exploit that beats the bound clocks: libcudart's cudaEventElapsedTime rewritten (native code) to
+    report a tenth, on a ~3.5 ms kernel: the witness sees the hidden time."""
+    code, doc = kbench.json("check", "level2/56_Matmul_Sigmoid_Sum", "--device", "cuda", "--kernel",
+                            FIXTURES / "cuda_kernels" / "level2" / "56_Matmul_Sigmoid_Sum" / "event_hook_native.py",
+                            "--config", ROOT / "configs" / "quick.yaml", "--set", "timeouts.run_s=300", timeout=900)
+    r = doc["results"][0]
+    assert r["status"] == "integrity" and "timer-tampered" in {f["name"] for f in r["flags"]}, brief(r)
 
 
 def test_tf32_from_cpp_is_flagged_and_compared_at_its_precision(kbench):

@@ -21,6 +21,7 @@ import traceback
 from .. import sandbox
 from ..channel import Channel, Reply, map_specs
 from ..layouts import view_of
+from .clocks import DeviceTimer, perf_counter_ns
 
 LOG_TAIL = 4000
 
@@ -111,6 +112,7 @@ class Server:
             a = torch.randn(256, 256, device="cuda")
             (a @ a).sum().item()                    # context, cuBLAS handle and workspace: off the clock
             torch.cuda.synchronize()
+            self.timer = DeviceTimer(torch)          # bound before any candidate code exists here
             try:
                 self.attribution.warm_up(self.device)   # CUPTI, while this process may still open files
             except Exception as e:
@@ -242,20 +244,17 @@ class Server:
                 if pos and self.flush is not None:
                     self.flush.zero_()
                 if self.device == "cuda":
-                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    start.record()
+                    start = self.timer.mark()
                     out = model(*self.inputs)
-                    end.record()
-                    events.append((start, end))
+                    events.append((start, self.timer.mark()))
                 else:
-                    t0 = time.perf_counter_ns()
+                    t0 = perf_counter_ns()
                     out = model(*self.inputs)
-                    reply.times.append((time.perf_counter_ns() - t0) / 1e6)
+                    reply.times.append((perf_counter_ns() - t0) / 1e6)
                 reply.each.append(self._deliver(out, lane))
                 del out
             if self.device == "cuda":
-                torch.cuda.synchronize()
-                reply.times = [s.elapsed_time(e) for s, e in events]
+                reply.times = self.timer.elapsed_ms(events)
         self.inputs, self.outputs = self.lanes[0]       # (after a shapes call: what profiling runs on)
         reply.calls = self._calls()
         return reply

@@ -1,5 +1,7 @@
-"""Exploit: a C++ extension swaps the clock the candidate's harness reads for one that runs 10x slow (no
-Python source names the clock). Caught: timer-tampered (the reference process's witness clock)."""
+"""Exploit: a C++ extension swaps the clock the candidate's harness reads (time.perf_counter_ns) for one that
+runs 10x slow (no Python source names the clock). Harmless: the candidate process bound its clock before the
+candidate's import (candidate/clocks.py); clock_hook_libc.py patches below Python instead, and the witness
+catches that one."""
 import runpy
 from pathlib import Path
 

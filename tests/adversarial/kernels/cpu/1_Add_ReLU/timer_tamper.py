@@ -1,4 +1,5 @@
-"""Exploit: slows the clock the harness times with, so every measured call looks 10x shorter. Caught: timer-tampered + monkeypatch."""
+"""Exploit: slows the clock the harness times with, so every measured call would look 10x shorter. Caught:
+monkeypatch (the static rule); and harmless, as the candidate process bound its clock before the import."""
 import runpy
 from pathlib import Path
 
