@@ -288,6 +288,15 @@ def test_the_table_keeps_times_and_build_at_100_columns_and_no_error_for_an_outp
     assert "1.500 ms" in text and "cached" in text and "results: runs/x/results.jsonl" in text
     assert "0.0e+00" not in table_text([shape], 200)                 # wide: max err shown, but not for a no-compare
     assert "1.0e-07" in table_text([ok], 200)
+    # 80 columns (a CI log, a pipe): the jobs' names stay (they were squeezed out), times and build give way
+    other = Result(problem="cpu/2_Row_Sum_Of_Squares", candidate="fused", candidate_path="g.py", device="cpu",
+                   dtype="float32", status="ok", build=BuildInfo(status="cached"),
+                   correctness=Correctness(trials=3, passed=3), timing=Timing(ref_ms=2.0, cand_ms=1.0, speedup=2.0,
+                                                                              ci_low=1.9, ci_high=2.1))
+    narrow = table_text([ok, shape, other], 80)
+    assert all(len(line) <= 80 for line in narrow.splitlines())
+    assert "cpu/1_Add_" in narrow and "wrong_sha" in narrow and "flags" in narrow, narrow
+    assert "2.00× [1.90, 2.10]" in narrow and "750.0 µs" in narrow, narrow
 
 
 def table_text(results, width: int) -> str:

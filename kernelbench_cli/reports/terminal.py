@@ -42,8 +42,8 @@ def fmt_correct(r: Result) -> str:
 
 def fmt_speedup(r: Result) -> str:
     t = r.timing
-    if t.speedup is None:
-        return t.note or "-"
+    if t.speedup is None:       # (an interpreted run: its build column says so; --json keeps the whole note)
+        return "not a speed" if t.note == R.INTERPRETED else (t.note or "-")
     return f"{t.speedup:.2f}× [{t.ci_low:.2f}, {t.ci_high:.2f}]"
 
 
@@ -77,6 +77,7 @@ def summary_line(results: list[Result]) -> str:
 
 
 NARROW = 130    # below this many columns the table drops what a verdict can do without (max err, custom, SOL)
+SLIM = 100      # ...and below this, the build column (the build bar said it) and the reference's time
 
 
 def table(results: list[Result], title: str, width: int = 200, caption: str = "") -> Table:
@@ -87,24 +88,26 @@ def table(results: list[Result], title: str, width: int = 200, caption: str = ""
     t = Table(title=title, caption=caption or None, title_justify="left", caption_justify="left",
               box=box.SIMPLE_HEAD, pad_edge=False)
     right = {"justify": "right", "no_wrap": True}    # numbers never break; the names fold instead
-    wide = width >= NARROW
+    wide, slim = width >= NARROW, width < SLIM
     with_compile = any("compile" in r.baselines for r in results)
     custom = wide and any(r.custom_share is not None for r in results)
     sol = wide and any(r.roofline.get("sol") for r in results)
-    columns = ([] if one else [("problem", {"overflow": "fold"})]) + [("candidate", {"overflow": "fold"})] + \
-        [("build", {"no_wrap": True}), ("correct", {"no_wrap": True})] + ([("max err", right)] if wide else []) + \
-        [("ref", right), ("cand", right), ("speedup [95% CI]", right)] + \
+    names = {"overflow": "fold", "min_width": 10 if slim else 16}      # (else a narrow table squeezes them out)
+    columns = ([] if one else [("problem", names)]) + [("candidate", dict(names, min_width=8 if slim else 10))] + \
+        ([] if slim else [("build", {"no_wrap": True})]) + [("correct", {"no_wrap": True})] + \
+        ([("max err", right)] if wide else []) + ([] if slim else [("ref", right)]) + \
+        [("cand", right), ("speedup [95% CI]", right)] + \
         ([("vs compile", right)] if with_compile else []) + ([("custom", right)] if custom else []) + \
-        ([("SOL", right)] if sol else []) + [("flags", {"overflow": "fold"})]
+        ([("SOL", right)] if sol else []) + [("flags", {"overflow": "fold", "min_width": 5})]
     for col, kw in columns:
         t.add_column(col, **kw)
     for r in results:
         c = r.correctness
-        row = ([] if one else [r.problem]) + [r.candidate, fmt_build(r), fmt_correct(r)]
+        row = ([] if one else [r.problem]) + [r.candidate] + ([] if slim else [fmt_build(r)]) + [fmt_correct(r)]
         if wide:
             compared = c.passed or c.mismatches or c.max_abs_err     # not when the output never reached the comparison
             row.append(f"{c.max_abs_err:.1e}" if c.trials and compared else "-")
-        row += [fmt_time(r.timing.ref_ms), fmt_time(r.timing.cand_ms), fmt_speedup(r)]
+        row += ([] if slim else [fmt_time(r.timing.ref_ms)]) + [fmt_time(r.timing.cand_ms), fmt_speedup(r)]
         if with_compile:
             comp = r.baselines.get("compile")
             row.append(f"{comp['speedup']:.2f}×" if comp else "-")     # its CI: --json / --html
