@@ -79,7 +79,8 @@ def main() -> int:
         doc.update(suite_s=wall, suite_jobs=len(results), overhead_s=overhead,
                    suite_correct=sum(r["status"] == "ok" for r in results))
         doc["suite_phases"] = [dict(r.get("phases", {}), job=f"{r['problem']}::{r['candidate']}", status=r["status"],
-                                    wall_s=r.get("wall_s")) for r in results]
+                                    wall_s=r.get("wall_s"), flags=[f["name"] for f in r.get("flags", [])],
+                                    message=r.get("message", "")[:300]) for r in results]
         save((f"bench --all --baselines eager,compile ({len(results)} jobs)", f"{wall:.0f} s", "<= 300 s",
               wall <= 300))
         med = statistics.median(overhead) if overhead else float("nan")
