@@ -97,6 +97,7 @@ if has harness; then
   CUDA_VISIBLE_DEVICES=0 timed python3 scripts/bench_harness.py --out "$ART/harness.json" --runs "$RUNS/harness" \
     --trace "$ART/traces" ${HARNESS_ARGS:-} -- $CEIL
   for t in "$ART"/traces/*.trace; do python3 scripts/trace_summary.py "$t" > "${t%.trace}.txt"; done
+  (cd "$RUNS/harness" && find . -name 'results.jsonl' | tar czf "$ART/harness-results.tgz" -T -)   # every record
   head -60 "$ART/traces/check.txt" 2>/dev/null
 fi
 if has throughput; then
