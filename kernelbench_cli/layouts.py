@@ -6,8 +6,9 @@ A layout is, per input, a view [size, stride, offset] of a storage (None: the in
 (last two dims swapped in memory), channels-last (4-D), strided (every other element of a storage twice as
 long along the last dim), sliced (rows of a storage twice as wide, 16 bytes in: unit stride, a row pitch
 larger than the row, a storage offset) and expanded (stride 0 along the first dim, as a broadcast tensor
-is). Not made: offsets that break 16-byte alignment (on a GPU a vector load there is a fault that ends the
-job, not a wrong answer) and stride 0 in inner dims. The input
+is); on the CPU also offset (every row one element off a 16-byte boundary, x[:, 1:] of a wider matrix) and
+odd pitch (rows at every alignment in turn). Not made on a GPU: offsets that break 16-byte alignment (a
+vector load there is a fault that ends the job, not a wrong answer); nowhere: stride 0 in inner dims. The input
 slots of lane 0 have room for two copies of their input (ROOM) so the strided view fits; the candidate
 builds the same view over its own mapping of the slot, so no buffer is mapped after its sandbox."""
 from __future__ import annotations
@@ -50,6 +51,16 @@ def _sliced(shape, element_size: int) -> list:
     return [list(shape), stride, offset if offset <= shape[-1] else 0]
 
 
+def _misaligned(shape, pitch_extra: int, offset: int) -> list:
+    """Unit stride in the last dim, rows 2n + pitch_extra apart (2-D and up), starting `offset` elements in:
+    offset 1 with an even pitch puts every row one element off a 16-byte boundary (x[:, 1:] of a wider
+    matrix); an odd pitch puts the rows at every alignment in turn."""
+    wide = list(shape[:-1]) + [2 * shape[-1] + (pitch_extra if len(shape) > 1 else 0)]
+    stride = _contiguous_strides(wide)
+    stride[-1] = 1
+    return [list(shape), stride, offset]
+
+
 def _expanded(shape) -> list:
     stride = _contiguous_strides(shape)
     stride[0] = 0
@@ -69,8 +80,13 @@ def layout_specs(inputs: list) -> list[tuple[str, list]]:
            ("channels-last", each(lambda x: _permuted(x.shape, [0, 2, 3, 1]), 4, lambda x: x.dim() == 4)),
            ("strided", each(lambda x: _strided(x.shape), 1)),
            ("sliced", each(lambda x: _sliced(x.shape, x.element_size()), 2)),
+           # (on the CPU only: on a GPU a kernel's vector load at such an address faults and ends the job)
+           ("offset", each(lambda x: _misaligned(x.shape, 0, 1), 1, lambda x: x.device.type == "cpu")),
+           ("odd pitch", each(lambda x: _misaligned(x.shape, 1, 0), 2, lambda x: x.device.type == "cpu")),
            ("expanded", each(lambda x: _expanded(x.shape), 2, lambda x: x.shape[0] > 1))]
-    return [(name, views) for name, views in out if views is not None]
+    fits = lambda views: all(v is None or storage_numel(v) <= ROOM * max(x.numel(), 1)  # noqa: E731
+                             for x, v in zip(inputs, views))          # (lane 0's room: a tall matrix's odd pitch may not)
+    return [(name, views) for name, views in out if views is not None and fits(views)]
 
 
 def storage_numel(view: list) -> int:

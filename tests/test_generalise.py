@@ -77,17 +77,19 @@ def test_a_stride_ignoring_kernel_is_specialised_and_the_bundled_one_is_not(kben
     code, doc = kbench.json("check", "cpu/2")
     bundled = doc["results"][0]
     assert bundled["status"] == "ok" and bundled["flags"] == [], bundled["flags"]
-    assert bundled["correctness"]["variants"]["layout"] == {"trials": 4, "passed": 4, "skipped": 0, "detail": ""}
+    assert bundled["correctness"]["variants"]["layout"] == {"trials": 6, "passed": 6, "skipped": 0, "detail": ""}
 
 
 def test_each_layout_view_catches_a_stride_bug_the_transposed_view_misses(kbench):
     """Beyond the transposed view (layouts.py): a 1-D kernel that ignores strides (no transposed view of a 1-D
     input exists: the strided view catches it), a fast path assuming unit-stride rows are packed (the sliced
-    and expanded views), rows addressed from the storage's base (the sliced view's offset). Each passed every
-    layout trial before those views; with generalise.layout=error each is incorrect, naming the view."""
-    cases = {("cpu/1", "1_Add_ReLU/ignore_strides.py"): (1, 0, "strided inputs"),
-             ("cpu/2", "2_Row_Sum_Of_Squares/packed_fast_path.py"): (4, 2, "sliced inputs"),
-             ("cpu/2", "2_Row_Sum_Of_Squares/storage_base.py"): (4, 3, "sliced inputs")}
+    and expanded views), rows addressed from the storage's base (the sliced view's offset), an aligned-load
+    path whose head is wrong for rows off a 16-byte boundary (the CPU's offset view). Each passed every layout
+    trial before those views; with generalise.layout=error each is incorrect, naming the view."""
+    cases = {("cpu/1", "1_Add_ReLU/ignore_strides.py"): (2, 1, "strided inputs"),    # (offset: still contiguous)
+             ("cpu/2", "2_Row_Sum_Of_Squares/packed_fast_path.py"): (6, 2, "sliced inputs"),
+             ("cpu/2", "2_Row_Sum_Of_Squares/storage_base.py"): (6, 4, "sliced inputs"),
+             ("cpu/2", "2_Row_Sum_Of_Squares/aligned_rows.py"): (6, 5, "offset inputs")}   # (a red team's)
     for (problem, kernel), (trials, passed, view) in cases.items():
         code, doc = kbench.json("check", problem, "--kernel", GEN / "kernels" / "cpu" / kernel,
                                 "--set", "generalise.layout=error")
