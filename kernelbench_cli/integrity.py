@@ -288,13 +288,31 @@ def check_witness(reported: list[float], witness: list[float], sizes: list[int],
     med = per_call[len(per_call) // 2]
     claimed = sorted(r / n for r, n in zip(reported, sizes))[len(reported) // 2]
     n = sorted(sizes)[len(sizes) // 2]
-    allowed = WITNESS_RATIO.get(device, 0.10) * claimed + (WITNESS_HANDOVER * handover_ms
-                                         + max(WITNESS_MARGIN_MS, WITNESS_NOISE * spread_ms)) / n
+    ratio, slack = WITNESS_RATIO.get(device, 0.10), (WITNESS_HANDOVER * handover_ms
+                                                     + max(WITNESS_MARGIN_MS, WITNESS_NOISE * spread_ms)) / n
+    allowed = ratio * claimed + slack
+    # The mean over all batches too: a lie in a minority of batches leaves the median honest while the
+    # speedup (a geometric mean over rounds, one batch each) takes them in (red team, session 9: a lie in 2
+    # of 5 batches, 2.5x for a 0.93x kernel). A slow honest batch moves the mean by its excess / all calls.
+    # And the batches far over their own allowance: more than a tenth of them (at least two) is a pattern,
+    # not a descheduled core.
+    calls = sum(sizes)
+    mean = (sum(witness) - handover_ms * len(sizes) - sum(reported)) / calls
+    mean_claimed = sum(reported) / calls
+    over = [(w - handover_ms - r) / k for r, w, k in zip(reported, witness, sizes)
+            if (w - handover_ms - r) / k > 2 * (ratio * r / k + slack)]
+    why = ""
+    if len(over) > max(1, len(sizes) // 10):
+        why = f"; {len(over)} of {len(sizes)} batches over twice their allowance"
+        med, claimed, allowed = max(over), mean_claimed, ratio * mean_claimed + slack
+    elif mean > ratio * mean_claimed + slack:
+        why = " (the mean over batches)"
+        med, claimed, allowed = mean, mean_claimed, ratio * mean_claimed + slack
     if med > allowed:
         return flag("timer-tampered", f"the candidate reported {claimed:.4f} ms per call but the witness saw "
                                       f"{med + claimed + handover_ms / n:.4f} ms ({handover_ms / n:.4f} ms of it "
                                       f"hand-over, batches of {n}): {med:.4f} ms per call unaccounted for "
-                                      f"(allowed {allowed:.4f})")
+                                      f"(allowed {allowed:.4f}){why}")
     return None
 
 

@@ -69,11 +69,13 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
     assert not wrong, (sorted(wrong), wrong)
     # pointer caching: caught either by the timed-buffer re-check or, if a trial reuses a freed address,
     # by the trials themselves; never passes
+    lie = got["median_lie"]      # deferred work never done (wrong), or done and seen by the witness's mean
+    assert lie["status"] in ("integrity", "incorrect"), (lie["status"], lie["flags"], lie["message"][:300])
     cache = got["pointer_cache"]
     assert cache["status"] in ("integrity", "incorrect"), cache["message"]
     if cache["status"] == "integrity":
         assert "cached-result" in {f["name"] for f in cache["flags"]}
-    assert set(got) == set(EXPECTED) | {"pointer_cache", "honest"} | set(HARMLESS) | set(HONEST_TWINS)
+    assert set(got) == set(EXPECTED) | {"pointer_cache", "median_lie", "honest"} | set(HARMLESS) | set(HONEST_TWINS)
     for name in HONEST_TWINS:
         assert got[name]["status"] == "ok" and got[name]["flags"] == [], (name, got[name]["message"])
         assert got[name]["correctness"]["precision_class"] == "fp32"

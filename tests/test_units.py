@@ -416,3 +416,19 @@ def test_the_fast_comparison_agrees_with_the_float64_one(monkeypatch):
         assert (a["reason"] is None) == (b["reason"] is None) and a["mismatches"] == b["mismatches"], (a, b)
         assert abs(a["max_abs"] - b["max_abs"]) <= 1e-6 * max(b["max_abs"], 1e-30), (a, b)
     assert 3 <= sum(concluded) < len(cases)     # (the fast path concluded on some, left the others to float64)
+
+
+def test_the_witness_rule_sees_a_lie_in_a_minority_of_batches():
+    """Three honest batches and two that hide 90% of their time (the red team's median_lie): the median batch is
+    honest, the mean over batches is not. Honest noise (one slow batch among many) stays under the rule."""
+    from kernelbench_cli.integrity import check_witness
+    honest = dict(reported=[5 * 3.6] * 3, witness=[5 * 3.6 + 1.3] * 3)
+    lying = dict(reported=[5 * 0.36] * 2, witness=[5 * 3.6 + 1.3] * 2)
+    rep, wit = honest["reported"] + lying["reported"], honest["witness"] + lying["witness"]
+    flag = check_witness(rep, wit, [5] * 5, 1.3, 0.2, "cpu")
+    assert flag is not None and flag.name == "timer-tampered", flag
+    assert check_witness(honest["reported"] * 3, honest["witness"] * 3, [5] * 9, 1.3, 0.2, "cpu") is None
+    slow = [5 * 3.6 + 1.3] * 19 + [5 * 3.6 + 1.3 + 30.0]         # one batch 30 ms late (a descheduled core)
+    assert check_witness([5 * 3.6] * 20, slow, [5] * 20, 1.3, 0.2, "cpu") is None
+    assert check_witness([11 * 0.028] * 30, [11 * 0.028 + 1.4] * 29 + [11 * 0.028 + 6.4], [11] * 30, 1.4, 0.2,
+                         "cuda") is None                          # (a GPU batch 5 ms late among 30)

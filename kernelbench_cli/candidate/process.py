@@ -22,6 +22,7 @@ from .. import sandbox
 from ..channel import Channel, Reply, map_specs
 from ..layouts import view_of
 from .clocks import DeviceTimer, perf_counter_ns
+from .outputs import describe, flatten
 
 LOG_TAIL = 4000
 
@@ -103,7 +104,8 @@ class Server:
         self.model = self.interceptor = self.flush = None
         self.last: dict = {}
         self.lanes: list = []
-        self.inputs, self.outputs, self.extra, self.weights = [], [], [], []
+        self.inputs, self.outputs, self.weights = [], [], []
+        self.extra: dict = {}        # storage address -> "a parameter": the model's parameters and buffers
 
     def device_up(self) -> None:
         torch = self.torch
@@ -197,7 +199,9 @@ class Server:
             return Reply(op="error", ok=False, status=status, build=build,
                          message=f"ModelNew(*get_init_inputs()) raised {one_line(e)}; ModelNew must take the same "
                                  "constructor arguments as Model")
-        self.extra = [p for p in list(model.parameters()) + list(model.buffers())]
+        with self.torch._C.DisableTorchFunction():     # (a tensor subclass's hooks are candidate code)
+            self.extra = {t.untyped_storage().data_ptr(): "a parameter"
+                          for t in list(model.parameters()) + list(model.buffers()) if t.numel()}
         self.model = model
         del weights
         return Reply(op="loaded", build=build, weights=how, sandbox="seccomp" if confined else "none")
@@ -260,34 +264,12 @@ class Server:
         return reply
 
     def _deliver(self, out, lane: int) -> list:
-        """[outputs, mismatch] for one call; the outputs stay alive until the next batch."""
-        torch = self.torch
-        outs = flatten(out)
+        """[outputs, mismatch] for one call; the outputs stay alive until the next batch. Off the candidate's
+        clock, so no candidate code may run here: a tensor subclass's __torch_function__ (an output's, a
+        buffer's) would do work the clock misses; torch functions are dispatched without it."""
         self.last[lane] = out
-        described = []
-        own = {t.untyped_storage().data_ptr(): f"input {i}" for i, t in enumerate(self.inputs) if t.numel()}
-        own.update({t.untyped_storage().data_ptr(): "a parameter" for t in self.extra if t.numel()})
-        for t in outs:
-            if isinstance(t, torch.Tensor):
-                span = (sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1) * t.element_size() \
-                    if t.numel() else 0
-                described.append([list(t.shape), str(t.dtype).replace("torch.", ""), type(t) is torch.Tensor,
-                                  own.get(t.untyped_storage().data_ptr(), "") if t.numel() else "",
-                                  t.data_ptr(), list(t.stride()), span])
-            else:
-                described.append([[], type(t).__name__, False, "", 0, [], 0])
-        if len(outs) != len(self.outputs) or not isinstance(out, (torch.Tensor, list, tuple)):
-            return [described, f"{len(outs)} output(s), expected {len(self.outputs)}"]
-        for i, (t, slot) in enumerate(zip(outs, self.outputs)):
-            if not isinstance(t, torch.Tensor) or t.shape != slot.shape or t.dtype != slot.dtype:
-                return [described, f"output {i} is {described[i][1]} {tuple(described[i][0])}, expected "
-                                   f"{str(slot.dtype).replace('torch.', '')} {tuple(slot.shape)}"]
-            if t.device.type != self.device:
-                return [described, f"output {i} on {t.device}, expected {self.device}"]
-        if self.device == "cuda":
-            for t, slot in zip(outs, self.outputs):
-                slot.copy_(t)
-        return [described, ""]
+        with self.torch._C.DisableTorchFunction():
+            return describe(self.torch, flatten(out), out, self.inputs, self.extra, self.outputs, self.device)
 
     def op_ablate(self, msg, fds) -> Reply:
         """One call on lane 0 with every compiled function's result replaced by noise (loading.noise_like);
@@ -315,11 +297,6 @@ class Server:
             return Reply(op="profiled", top=f"profiler unavailable: {one_line(e)}")
         return Reply(op="profiled", custom_share=-1.0 if share is None else share, top=top)
 
-
-def flatten(obj) -> list:
-    if isinstance(obj, (list, tuple)):
-        return [t for o in obj for t in flatten(o)]
-    return [obj]
 
 
 def run_main() -> int:
