@@ -301,13 +301,13 @@ def check_witness(reported: list[float], witness: list[float], sizes: list[int],
     mean_claimed = sum(reported) / calls
     over = [(w - handover_ms - r) / k for r, w, k in zip(reported, witness, sizes)
             if (w - handover_ms - r) / k > 2 * (ratio * r / k + slack)]
-    why = ""
+    why, allowed_mean = "", ratio * mean_claimed + slack
     if len(over) > max(1, len(sizes) // 10):
         why = f"; {len(over)} of {len(sizes)} batches over twice their allowance"
-        med, claimed, allowed = max(over), mean_claimed, ratio * mean_claimed + slack
-    elif mean > ratio * mean_claimed + slack:
+        med, claimed, allowed = max(over), mean_claimed, allowed_mean
+    elif mean > allowed_mean:
         why = " (the mean over batches)"
-        med, claimed, allowed = mean, mean_claimed, ratio * mean_claimed + slack
+        med, claimed, allowed = mean, mean_claimed, allowed_mean
     if med > allowed:
         return flag("timer-tampered", f"the candidate reported {claimed:.4f} ms per call but the witness saw "
                                       f"{med + claimed + handover_ms / n:.4f} ms ({handover_ms / n:.4f} ms of it "

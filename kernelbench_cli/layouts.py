@@ -129,6 +129,11 @@ def make_view(x: torch.Tensor, view: list | None) -> torch.Tensor:
     return view_of(slot, view)
 
 
+def layout_variant(x: torch.Tensor, view: list | None) -> torch.Tensor:
+    """The input a layout variant hands over: x's values as that view can show them, laid out as it."""
+    return make_view(layout_inputs(x, view), view)
+
+
 def layout_inputs(x: torch.Tensor, view: list | None) -> torch.Tensor:
     """The values a layout variant can show: an expanded view's input is constant along its stride-0 dims."""
     if view is None:

@@ -218,13 +218,13 @@ def _warm_sizes(module, problem, sizes: dict, device: str, dtype, layouts: bool)
     import torch
 
     from ..correctness import construct, make_inputs
-    from ..layouts import layout_inputs, layout_specs, make_view
+    from ..layouts import layout_specs, layout_variant
     try:
         for n, v in sizes.items():
             setattr(problem, n, v)
         model = construct(module.ModelNew, list(problem.get_init_inputs()), device, dtype, 0)
         inputs = make_inputs(problem, 0, device, dtype)
-        calls = [("", inputs)] + [(name, [make_view(layout_inputs(x, v), v) for x, v in zip(inputs, views)])
+        calls = [("", inputs)] + [(name, [layout_variant(x, v) for x, v in zip(inputs, views)])
                                   for name, views in (layout_specs(inputs) if layouts else [])]
     except Exception as e:
         return _warm_failed(e, sizes, "")

@@ -7,11 +7,10 @@ get_inputs() never draws (issue 17). Derived from the reference, once per proble
 - edge: the problem's own get_edge_inputs(), if it defines it (e.g. the exact half-integer ties of the
   layout-mix problem);
 - layout: fresh inputs of the problem's own distribution, each floating input handed over as a
-  non-contiguous view of the same shape (layouts.py): last two dims transposed in memory, channels-last for
-  4-D, every other element of a storage twice as long (strided), and stride 0 along the first dim (expanded:
-  the input is then constant along it, as a broadcast tensor is). The storage the view skips is NaN, so a
-  kernel that ignores strides reads NaN. The candidate process builds the view over its own input slot
-  (lane 0 has room for it), so no new buffer is mapped into it.
+  non-contiguous view of the same shape, one variant per view layouts.py makes (transposed, strided, sliced,
+  expanded, ...). The storage the view skips is NaN, so a kernel that ignores strides reads NaN. The
+  candidate process builds the view over its own input slot (lane 0 has room for it), so no new buffer is
+  mapped into it.
 
 A variant the reference itself rejects (raises) is skipped, not failed: the harness learns what the
 reference accepts by running it. A candidate that raises on a variant (a kernel that refuses strided inputs)
@@ -45,8 +44,8 @@ import torch
 
 from ..correctness import (CLASS_RANK, clone, compare, judge, oracle_outputs, precision_class,
                            reduced_precision_errors, rel_l2, synchronize, tensors, to_device)
-from ..layouts import layout_inputs, layout_specs, make_view, write_view
 from .. import trace
+from ..layouts import layout_specs, layout_variant, write_view
 from ..results import Flag
 from .handle import CandidateFailed
 from .shapes import shape_variants
@@ -153,7 +152,7 @@ def make_variants(ref, seed: int) -> list[Variant]:
     if "layout" in wanted:
         fresh = ref.inputs(seed ^ 0x1A70)
         for name, views in layout_specs(fresh):
-            made.append(("layout", name, [make_view(layout_inputs(x, v), v) for x, v in zip(fresh, views)], views))
+            made.append(("layout", name, [layout_variant(x, v) for x, v in zip(fresh, views)], views))
     edge = getattr(ref.problem, "get_edge_inputs", None)
     if "edge" in wanted and callable(edge):
         for i, inputs in enumerate(edge()):
