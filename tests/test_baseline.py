@@ -213,7 +213,7 @@ def test_a_job_the_baseline_timed_and_this_run_did_not_time_is_regressed():
 
 
 def test_run_to_run_noise_keeps_an_unchanged_rerun_from_failing_and_a_2x_slowdown_still_fails():
-    """Measured on the 2-core box (scripts/gate_noise_cpu.py): cpu/2's unchanged runs gave 1.63x..1.84x with
+    """Measured on the 2-core box (scripts/gate_noise.py): cpu/2's unchanged runs gave 1.63x..1.84x with
     CIs of +-1.4% each. Against a baseline from the 1.84x run, the 1.63x rerun is 'regressed' at tau alone;
     with the CPU's run-to-run sd it is not, and a 2x slower kernel still is. A baseline from 3+ runs
     measures its own sd per job and uses it."""

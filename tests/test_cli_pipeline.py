@@ -12,10 +12,12 @@ FIXTURE_SET = ["--set", f"paths.kernels={FIXTURE_KERNELS}", "--set", "timeouts.r
 
 
 @pytest.mark.slow
-def test_mixed_batch_reports_every_failure_class_and_finishes_the_rest(kbench):
+def test_mixed_batch_reports_every_failure_class_and_finishes_the_rest(kbench, tmp_path):
     """One batch: correct, wrong, segfault, hang, os._exit, compile error, import error. Each gets its
-    class; the correct one still passes and is timed; the run file holds every job."""
-    code, doc = kbench.json("bench", "cpu/1_Add_ReLU", *FIXTURE_SET)
+    class; the correct one still passes and is timed; the run file holds every job. The judge starts the next
+    job's candidate process ahead and keeps it stopped while anything is timed."""
+    trace = tmp_path / "trace.txt"
+    code, doc = kbench.json("bench", "cpu/1_Add_ReLU", *FIXTURE_SET, env={"KBENCH_TRACE": str(trace)})
     got = by_candidate(doc)
     assert {name: r["status"] for name, r in got.items()} == {
         "correct": "ok", "wrong": "incorrect", "segfault": "crash", "hang": "timeout", "exits": "crash",
@@ -44,6 +46,24 @@ def test_mixed_batch_reports_every_failure_class_and_finishes_the_rest(kbench):
 
     lines = (kbench.runs / doc["run_id"] / "results.jsonl").read_text().splitlines()
     assert sorted(json.loads(line)["candidate"] for line in lines) == sorted(got)
+    assert_spares_ahead_and_stopped_while_timed(trace)
+
+
+def assert_spares_ahead_and_stopped_while_timed(trace):
+    marks = sorted((float(t), event) for t, _, role, event in (line.split(" ", 3) for line in
+                                                               trace.read_text().splitlines()) if role == "judge")
+    first_job = next(n for n, (_, e) in enumerate(marks) if e.startswith("job ") and e.endswith("received"))
+    assert sum(e.endswith("run: started") for _, e in marks[:first_job]) == 2      # this job's and the next's
+    paused, rounds = set(), 0
+    for _, event in marks:
+        if event.endswith(": paused"):
+            paused.add(event.split()[1])
+        elif event.endswith(": resumed"):
+            paused.remove(event.split()[1])
+        elif event.startswith("round "):
+            rounds += 1
+            assert paused, "a timed round ran while the next job's candidate process was running"
+    assert rounds and not paused
 
 
 def test_check_passes_a_correct_candidate_and_reuses_its_build(kbench):

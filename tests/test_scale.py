@@ -263,11 +263,11 @@ def test_gpu_slots_queue_and_overlap_with_fake_processes(tmp_path, monkeypatch):
         return job.result(cfg, device, status="ok", phase="done", build=BuildInfo(status="cached"))
 
     class FakeJudge:
-        def __init__(self, problem_key, problem_path, cfg, device, env, logs, mode="serve", hold=False):
+        def __init__(self, problem_key, problem_path, cfg, device, env, logs, mode="serve", hold=False, jobs=1):
             self.problem_key, self.env, self.cfg, self.device, self.alive = problem_key, env, cfg, device, True
             judges.append(problem_key)
 
-        def run(self, job, spec, more=True):
+        def run(self, job, spec, left=0):
             with lock:
                 events.append(("start", spec.tag.split("-")[0] + "-" + str(int(spec.tag.split("-")[1])), time.perf_counter()))
             time.sleep(0.2)
@@ -389,16 +389,16 @@ def test_a_slot_starts_the_next_problems_judge_held_during_the_last_job_of_the_c
         return job.result(cfg, device, status="ok", phase="done", build=BuildInfo(status="cached"))
 
     class FakeJudge:
-        def __init__(self, problem_key, problem_path, cfg, device, env, logs, mode="serve", hold=False):
+        def __init__(self, problem_key, problem_path, cfg, device, env, logs, mode="serve", hold=False, jobs=1):
             self.problem_key, self.cfg, self.device, self.alive = problem_key, cfg, device, True
             with lock:
-                made.append((problem_key, hold, time.perf_counter()))
+                made.append((problem_key, hold, jobs, time.perf_counter()))
 
-        def run(self, job, spec, more=True):
+        def run(self, job, spec, left=0):
             start = time.perf_counter()
             time.sleep(0.2)
             with lock:
-                runs.append((job.problem.key, job.candidate.name, more, start, time.perf_counter(), id(self)))
+                runs.append((job.problem.key, job.candidate.name, left, start, time.perf_counter(), id(self)))
             return job.result(self.cfg, self.device, status="ok", phase="done")
 
         def close(self):
@@ -413,11 +413,11 @@ def test_a_slot_starts_the_next_problems_judge_held_during_the_last_job_of_the_c
     cfg = load_config(None)
     results = local.execute_local(jobs, cfg, "cuda", RunStore(tmp_path / "runs"), Console(quiet=True))
     assert all(r.status == "ok" for r in results)
-    assert [(k, h) for k, h, _ in made] == [("level1/1_A", False), ("level1/2_B", True)]
-    more = {name: m for _, name, m, *_ in runs}
-    assert more == {"x": True, "y": False, "z": False}
+    assert [(k, h, n) for k, h, n, _ in made] == [("level1/1_A", False, 2), ("level1/2_B", True, 1)]
+    left = {name: n for _, name, n, *_ in runs}
+    assert left == {"x": 1, "y": 0, "z": 0}
     last_a = next(r for r in runs if r[1] == "y")
-    assert made[1][2] < last_a[4]           # held judge started before the last job of 1_A ended
+    assert made[1][3] < last_a[4]           # held judge started before the last job of 1_A ended
     assert len({r[5] for r in runs}) == 2   # the held judge served 2_B
 
 
@@ -442,7 +442,7 @@ def test_a_held_judge_touches_nothing_until_its_first_job_and_then_judges_it(bui
     assert not idle.alive
     held = judges.JudgeClient(job.problem.key, str(job.problem.path), cfg, "cpu", {}, logs, hold=True)
     try:
-        result = held.run(job, job.spec(cfg, tag("job", 0, job)), more=False)
+        result = held.run(job, job.spec(cfg, tag("job", 0, job)), left=0)
     finally:
         held.close()
     assert result.status == "ok", result.message

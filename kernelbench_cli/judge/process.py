@@ -6,8 +6,8 @@ First message: {"op": "problem", problem_path, problem_key, device, config, logs
 process and its first candidate process import torch, then wait for the first job before touching the
 device (the parent starts the next problem's judge while the last job of the current one is timed). mode "serve" then
 answers {"op": "job", ...} messages with {"op": "result", "result": {...}} until {"op": "quit"}; "lint" and
-"calibrate" answer once. A spare candidate process is always warming up (torch imported, device up) while
-a job runs, so the next job starts warm. Never imports candidate code; refuses to be traced or read by
+"calibrate" answer once. Candidate processes for the next jobs warm up (torch imported, device up) while a
+job runs, stopped during its timed phases, so the next job starts warm. Never imports candidate code; refuses to be traced or read by
 its children (sandbox.tie_to_parent).
 """
 from __future__ import annotations
@@ -23,6 +23,11 @@ from pathlib import Path
 from .. import sandbox, trace
 
 
+# Candidate processes started ahead of the job they will serve, beyond the current one: [CPU, CUDA]. A start
+# (torch import, device bring-up) takes ~4-5 s on the H200 host against ~2-3 s of judging a job, and a spare
+# is stopped while a job is timed, so three there; on the CPU one (its import takes the cores the untimed
+# phases use).
+AHEAD = (1, 3)
 LINT_CPU_BUDGET_S = 20.0       # lint's forwards on the CPU, estimated; beyond it the problem is skipped, said so
 
 
@@ -49,7 +54,8 @@ class Judge:
         self.cfg = config_from_dict(spec["config"])
         self.device = spec["device"]
         self.logs = Path(spec["logs"])
-        self.spare = None
+        self.spares: list = []      # candidate processes for the jobs to come, oldest first
+        self.paused: list = []      # spares stopped for a timed phase
         self.n = 0
 
     def failed(self, status: str, message: str, job: dict | None = None, phase: str = "done"):
@@ -57,25 +63,45 @@ class Judge:
         return _result(self.spec["problem_key"], self.device, self.cfg.dtype, candidate=job.get("candidate_name", ""),
                        candidate_path=job.get("candidate_path", ""), status=status, message=message, phase=phase)
 
-    def quiet_spare(self) -> None:
-        """Before a timed phase: a spare bringing the device up has finished and is frozen, so its start-up
-        never competes with what is being timed. A held spare (CUDA) is left importing torch: it has not
-        touched the GPU and runs on cores of its own."""
-        if self.spare is not None and not self.spare.held:    # a held one only imports, on other cores
-            try:
-                self.spare.wait_ready(self.cfg.timeouts.run_s)
-            except Exception:            # a spare that failed to start is replaced at the next job
-                self.spare.kill()
-                self.spare = None
-
-    def start_spare(self, hold: bool = False):
+    def start_spare(self, hold: bool = False) -> None:
         from .handle import CandidateProcess
         self.n += 1
-        self.spare = CandidateProcess(self.device, self.logs / f"candidate-{os.getpid()}-{self.n}.log", hold=hold)
+        self.spares.append(CandidateProcess(self.device, self.logs / f"candidate-{os.getpid()}-{self.n}.log",
+                                            hold=hold))
+
+    def keep_spares(self, left: int) -> None:
+        """Candidate processes warming up (torch imported, device up) for the next `left` jobs, up to AHEAD:
+        they start and bring the device up during this job's untimed phases, frozen while anything is timed."""
+        want = min(left, AHEAD[self.device == "cuda"])
+        while len(self.spares) > want:
+            self.spares.pop().kill()
+        while len(self.spares) < want:
+            self.start_spare()
+        for s in self.spares:
+            s.go()
+
+    def pause_spares(self) -> None:
+        """Before a timed phase: every spare still starting is stopped (SIGSTOP: none of its threads runs, it
+        touches neither the cores nor the device) until resume_spares. A ready one is frozen already."""
+        for s in self.spares:
+            if not s.ready and s not in self.paused:
+                s.freeze()
+                self.paused.append(s)
+                trace.mark("judge", f"candidate {s.pid}: paused")
+
+    def resume_spares(self) -> None:
+        while self.paused:
+            s = self.paused.pop()
+            s.thaw()
+            trace.mark("judge", f"candidate {s.pid}: resumed")
 
     def serve(self) -> None:
         hold = bool(self.spec.get("hold"))
-        self.start_spare(hold)      # first: it imports torch and brings the device up while the problem loads
+        # first: they import torch and bring the device up while the problem loads. A held judge starts one
+        # (its imports run beside another problem's timed job) and the rest with its first job.
+        ahead = 0 if hold else AHEAD[self.device == "cuda"]
+        for _ in range(min(max(1, int(self.spec.get("jobs", 1))), 1 + ahead)):
+            self.start_spare(hold)
         from .. import results as R
         from .handle import CandidateFailed, log_tail
         from .reference import ProblemFailed, Reference
@@ -87,9 +113,10 @@ class Judge:
             first, _ = self.chan.recv()
             trace.mark("judge", "released")
             if first.get("op") != "job":
-                self.spare.kill()
+                self.kill_spares()
                 return
-            self.spare.go()
+            for s in self.spares:
+                s.go()
         from ..backends import interpreted
         from ..roofline import too_big_to_interpret
         ref = error = dead = probe = flush = None
@@ -119,38 +146,23 @@ class Judge:
             if ref is None and error is None:
                 load()
             if error is not None:        # the problem itself failed: every job of it says so
-                if self.spare is not None:
-                    self.spare.kill()
-                    self.spare = None
+                self.kill_spares()
                 self.chan.send({"op": "result", "result": self.failed(R.PROBLEM_ERROR, error, job).to_dict()})
                 continue
             started = time.perf_counter()
             if dead is not None:        # the last job's candidate: gone, but its teardown must end first
                 dead.reap()
                 dead = None
-            if self.spare is None:
+            if not self.spares:
                 self.start_spare()
-            cand, self.spare = self.spare, None
+            cand = self.spares.pop(0)
             log = self.logs / f"{job['tag']}.log"
             os.replace(cand.log_path, log)
             cand.log_path = log
-
-            more = bool(msg.get("more", True))
-            if more and self.device == "cuda":
-                self.start_spare(hold=True)     # imports torch now, on other cores; the GPU only after the timing
-
-            def next_spare():
-                """Once this job's timed phases are over, the next job's candidate process may bring the device
-                up (CUDA: the held spare; the CPU: it starts now, as its torch import would take the cores the
-                timing runs on). Only if the parent has more jobs of this problem to send."""
-                if not more:
-                    return
-                if self.spare is None:
-                    self.start_spare()
-                self.spare.go()
+            self.keep_spares(int(msg.get("left", 0)))
             try:
-                result = Session(job, ref, cand, self.cfg, probe, flush, quiet=self.quiet_spare,
-                                 after_timed=next_spare).run()
+                result = Session(job, ref, cand, self.cfg, probe, flush, quiet=self.pause_spares,
+                                 resume=self.resume_spares).run()
             except ProblemFailed as e:
                 error = str(e)
                 result = self.failed(R.PROBLEM_ERROR, error, job)
@@ -163,7 +175,7 @@ class Judge:
                 cand.kill(wait=False)   # signalled: its log is final; the result need not wait for its teardown
                 dead = cand
                 trace.mark("judge", "candidate killed")
-                next_spare()
+                self.resume_spares()
             result.phases["job_s"] = round(time.perf_counter() - started, 3)
             result.stderr_tail = log_tail(log)
             if result.status not in (R.OK, R.INCORRECT, R.INTEGRITY):
@@ -172,8 +184,12 @@ class Judge:
             trace.mark("judge", f"job {job['tag']}: result sent")
         if dead is not None:
             dead.reap()
-        if self.spare is not None:
-            self.spare.kill()
+        self.kill_spares()
+
+    def kill_spares(self) -> None:
+        self.resume_spares()
+        while self.spares:
+            self.spares.pop().kill()
 
     def lint(self) -> None:
         """Problem only: would zeros, a constant, or an input-independent answer pass its tolerance?"""

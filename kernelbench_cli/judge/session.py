@@ -37,10 +37,10 @@ LANE_MEMORY_BYTES = 2 << 30   # at most this much memory in the lanes of one job
 
 class Session:
     def __init__(self, job: dict, ref: Reference, cand: CandidateProcess, cfg, probe: DeviceProbe, flush: Flush,
-                 quiet=lambda: None, after_timed=lambda: None):
+                 quiet=lambda: None, resume=lambda: None):
         self.job, self.ref, self.cand, self.cfg, self.probe, self.flush = job, ref, cand, cfg, probe, flush
-        self.quiet = quiet          # called before timed phases: nothing else of ours may run meanwhile
-        self.after_timed = after_timed      # called once nothing more of this job is timed
+        self.quiet = quiet          # called before a timed phase: nothing else of ours may run meanwhile ...
+        self.resume = resume        # ... until this is called at its end
         self.device = ref.device
         self.result = Result(problem=job["problem_key"], candidate=job["candidate_name"],
                              candidate_path=job["candidate_path"], device=self.device, dtype=cfg.dtype)
@@ -68,7 +68,6 @@ class Session:
             self.trials()
             if r.correctness.passed == r.correctness.trials and not any(f.name == "bad-output" for f in self.flags):
                 if r.timing.note:      # interpreted: no speed to claim, only the proofs of custom work
-                    self.after_timed()
                     evidence.prove(self)
                 else:
                     self.time()    # flagged or not: runtime checks of the timed phase still report
@@ -146,6 +145,7 @@ class Session:
         deviations = sorted(abs(w - self.handover_ms) for w in walls)
         self.handover_spread = 1.4826 * deviations[len(deviations) // 2]     # MAD, as a standard deviation
         self.phase("handover_s", t)
+        self.resume()
         t = time.perf_counter()
         msg = {"op": "load", "candidate_path": self.job["candidate_path"], "cache_dir": self.job["cache_dir"],
                "verbose": self.cfg.build.verbose, "dtype": self.cfg.dtype, "seed": ref.seeds["init"],
@@ -357,7 +357,7 @@ class Session:
             r.baselines["compile"] = ref.versus("compile", timing, self.flush, throttled)
             self.phase("compile_s", t)
         evidence.versus_precision(self, timing, throttled)
-        self.after_timed()
+        self.resume()
         if not evidence.prove(self):
             return
         if nvml:

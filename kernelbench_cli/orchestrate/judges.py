@@ -27,7 +27,9 @@ class JudgeClient:
     """One reference process for one problem on one slot."""
 
     def __init__(self, problem_key: str, problem_path: str, cfg, device: str, env: dict, logs: Path,
-                 mode: str = "serve", hold: bool = False):
+                 mode: str = "serve", hold: bool = False, jobs: int = 1):
+        """jobs: how many jobs of this problem the parent expects to send (the judge starts candidate processes
+        that many ahead, up to its depth)."""
         self.problem_key, self.cfg, self.device = problem_key, cfg, device
         logs.mkdir(parents=True, exist_ok=True)
         self.chan, theirs = Channel.pair()
@@ -61,7 +63,8 @@ class JudgeClient:
         trace.mark("parent", f"judge {self.proc.pid} {problem_key}: started")
         lifecycle.register(self.proc.pid)
         self.chan.send({"op": "problem", "problem_path": str(Path(problem_path).resolve()) if problem_path else "", "problem_key": problem_key, "device": device,
-                        "config": cfg.to_dict(), "logs": str(logs), "mode": mode, "hold": hold})
+                        "config": cfg.to_dict(), "logs": str(logs), "mode": mode, "hold": hold,
+                        "jobs": jobs})
 
     def _dead(self, job: Job | None, spec: JobSpec | None, why: str) -> Result:
         self.close()
@@ -84,12 +87,12 @@ class JudgeClient:
             return self._dead(job, spec, f"reference process {describe_exit(code)}")
         return Result.from_dict(msg["result"])
 
-    def run(self, job: Job, spec: JobSpec, more: bool = True) -> Result:
-        """more: whether more jobs of this problem may follow (the judge then warms a candidate process for
-        the next one)."""
+    def run(self, job: Job, spec: JobSpec, left: int = 0) -> Result:
+        """left: how many more jobs of this problem may follow (the judge keeps candidate processes warming
+        up for them)."""
         start = time.perf_counter()
         try:
-            self.chan.send({"op": "job", "job": dataclasses.asdict(spec), "more": more})
+            self.chan.send({"op": "job", "job": dataclasses.asdict(spec), "left": left})
         except OSError:
             return self._dead(job, spec, "reference process is gone")
         trace.mark("parent", f"job {spec.tag}: sent")

@@ -113,11 +113,11 @@ def execute_local(jobs, cfg, device: str, store, console, build_only: bool = Fal
 
     ahead_of: set = set()     # problems whose judge a slot has started ahead
 
-    def dispatched(key: str) -> bool:
-        """One job of `key` leaves the queue (run or failed to build); True if more of it may follow."""
+    def dispatched(key: str) -> int:
+        """One job of `key` leaves the queue (run or failed to build); how many more of it may follow."""
         with counting:
             undispatched[key] -= 1
-            return undispatched[key] > 0
+            return undispatched[key]
 
     def upcoming(after: str) -> str | None:
         """The next problem in queue order with jobs still to come, that no slot has a judge ready for."""
@@ -126,16 +126,19 @@ def execute_local(jobs, cfg, device: str, store, console, build_only: bool = Fal
             if later:
                 ahead_of.add(later[0])
             return later[0] if later else None
+
+    def judge_for(key: str, slot: Slot, hold: bool = False) -> JudgeClient:
+        return JudgeClient(key, str(runnable[key].path), cfg, device, {**r_env, **slot.env}, logs, hold=hold,
+                           jobs=undispatched[key])
+
     first = {}            # each slot's reference process starts now, warming up while the candidates build
     runnable = {j.problem.key: j.problem for j in jobs if not j.candidate.file_error}
     for slot, key in zip(slots, [k for k in order if k in runnable]):
         try:
-            first[slot.name] = JudgeClient(key, str(runnable[key].path), cfg, device, {**r_env, **slot.env}, logs)
+            first[slot.name] = judge_for(key, slot)
         except Exception:            # it will be started (and fail visibly) on demand
             pass
 
-    def judge_for(key: str, slot: Slot, hold: bool = False) -> JudgeClient:
-        return JudgeClient(key, str(runnable[key].path), cfg, device, {**r_env, **slot.env}, logs, hold=hold)
 
     def slot_loop(slot: Slot) -> None:
         judge = first.pop(slot.name, None)
@@ -158,11 +161,11 @@ def execute_local(jobs, cfg, device: str, store, console, build_only: bool = Fal
                             judge = None
                     if judge is None:
                         judge = judge_for(job.problem.key, slot)
-                    more = dispatched(job.problem.key)
-                    if not more and ahead is None and device == "cuda":
+                    left = dispatched(job.problem.key)
+                    if not left and ahead is None and device == "cuda":
                         key = upcoming(job.problem.key)
                         ahead = judge_for(key, slot, hold=True) if key else None
-                    result = judge.run(job, job.spec(cfg, tag("job", i, job)), more=more)
+                    result = judge.run(job, job.spec(cfg, tag("job", i, job)), left=left)
                     if not judge.alive:
                         judge = None
                 except Exception as e:       # e.g. the run folder vanished: report it on this job, keep going

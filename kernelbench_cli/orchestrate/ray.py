@@ -79,7 +79,7 @@ def run_task(kind: str, job: Job, cfg, device: str, files: dict, work_dir: str, 
         else:
             judge = JudgeClient(here.problem.key, str(here.problem.path), cfg, device, env, Path(work_dir))
             try:
-                result = judge.run(here, here.spec(cfg, name), more=False)     # one job per judge here
+                result = judge.run(here, here.spec(cfg, name), left=0)     # one job per judge here
             finally:
                 judge.close()
             record_slot(result, _slot_name())
