@@ -14,12 +14,18 @@ from pathlib import Path
 
 
 def detect_arch() -> str | None:
-    """Compute capability of the first local GPU ("9.0" on an H100/H200), read through nvidia-smi so the
-    parent never creates a CUDA context."""
+    """Compute capability of the first GPU this process may use ("9.0" on an H100/H200), read through
+    nvidia-smi so the parent never creates a CUDA context. nvidia-smi sees every GPU of the host, so
+    CUDA_VISIBLE_DEVICES is applied here: set and empty (or -1) means none."""
     if not shutil.which("nvidia-smi"):
         return None
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    first = listed.split(",")[0].strip() if listed is not None else ""
+    if listed is not None and (not first or first.startswith("-")):
+        return None
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+        out = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader",
+                              *(["-i", first] if first else [])],
                              capture_output=True, text=True, timeout=20).stdout.split()
     except (OSError, subprocess.SubprocessError):
         return None
@@ -39,6 +45,9 @@ def build_env(cfg, device: str, max_jobs: int) -> dict:
     if arch == "auto":
         arch = detect_arch() if device == "cuda" else None
     env = {"MAX_JOBS": max_jobs}
+    if device == "cpu":
+        # a CPU job never sees a GPU: no CUDA driver threads in its processes, and no GPU for its candidate
+        env["CUDA_VISIBLE_DEVICES"] = ""
     if arch:
         env["TORCH_CUDA_ARCH_LIST"] = arch   # only the target GPU's arch: one compile pass, not a dozen
     if device == "cuda":

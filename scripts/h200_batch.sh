@@ -38,7 +38,7 @@ if has env; then
   nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
   python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'gpus', torch.cuda.device_count())"
   python3 -c "import triton; print('triton', triton.__version__)" || echo "triton: not installed"
-  ls .whl/*.whl >/dev/null 2>&1 && pip install -q --no-deps .whl/*.whl 2>&1 | tail -1
+  ls .whl/*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-deps .whl/*.whl 2>&1 | grep -v WARNING | tail -1   # this python, not the first pip on PATH
   nproc
 fi
 if has probe; then

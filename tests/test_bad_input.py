@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, ROOT
 
 BAD = FIXTURES / "bad"
 
@@ -125,7 +125,7 @@ def test_a_reference_that_fails_is_named_once_for_every_candidate_of_it(kbench, 
                               "        raise ValueError('broken reference')\n"
                               "def get_inputs():\n    return [torch.ones(4)]\ndef get_init_inputs():\n    return []\n",
                     name="broken_ref.py")
-    kernel = FIXTURES / "kernels" / "cpu" / "1_Add_ReLU" / "correct.py"
+    kernel = ROOT / "kernels" / "cpu" / "1_Add_ReLU" / "fused.py"      # self-contained: it imports from anywhere
     copy = write(tmp_path, kernel.read_text(), name="second.py")
     proc = kbench("check", problem, "--kernel", kernel, "--kernel", copy, "--json")
     assert proc.returncode == 2, proc.stderr

@@ -41,6 +41,23 @@ def install(record, device: str, cache_dir: str) -> None:
     for cls in (jit.JITFunction, interpreter.InterpretedFunction):
         _patch(cls, record, ablated, device)
     _patch_autotuner(autotuner.Autotuner, record, device)
+    if device == "cpu":
+        _index_of_one_element(interpreter)
+
+
+def _index_of_one_element(interpreter) -> None:
+    """Triton 3.6's interpreter (torch 2.11's) turns a kernel's run-time scalar into a Python int with int() of a
+    one-element array, which NumPy 2 refuses ("only 0-dimensional arrays..."): every interpreted kernel looping
+    to a run-time bound failed there. Newer Triton squeezes first; so does this, after the interpreter's own."""
+    patch = getattr(interpreter, "_patch_lang_tensor", None)
+    if patch is None or getattr(patch, "kbench", False):
+        return
+
+    def patched(tensor, scope):
+        patch(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+    patched.kbench = True
+    interpreter._patch_lang_tensor = patched
 
 
 def prepare(device: str) -> None:
@@ -64,10 +81,17 @@ def _patch_autotuner(cls, record, device: str) -> None:
     """The config each autotuned kernel ran with goes into its record (the result's build.extensions)."""
     prune, run = cls.prune_configs, cls.run
 
-    def first_config(self, kwargs):
-        return prune(self, kwargs)[:1]    # nothing to benchmark on: the first config (times are not speeds)
-
     def tuned(self, *args, **kwargs):
+        if device == "cpu" and len(self.configs) > 1:
+            # Interpreted: nothing to benchmark on, so the first config that survives pruning, as the only one
+            # for this call (times are not speeds; Triton 3.6 benchmarks even one pruned config, through a GPU
+            # driver that a CPU job does not have)
+            saved, self.nargs = self.configs, dict(zip(self.arg_names, args))
+            self.configs = prune(self, kwargs)[:1]
+            try:
+                return tuned(self, *args, **kwargs)
+            finally:
+                self.configs = saved
         out = run(self, *args, **kwargs)
         name = getattr(self.base_fn, "__name__", "")
         for rec in record.extensions:
@@ -75,8 +99,6 @@ def _patch_autotuner(cls, record, device: str) -> None:
                 rec["config"] = str(self.best_config) + (" (interpreted: the first config, not tuned)"
                                                          if device == "cpu" else "")
         return out
-    if device == "cpu":
-        cls.prune_configs = first_config
     cls.run = tuned
 
 

@@ -171,6 +171,17 @@ class CandidateProcess:
         except OSError:
             return set()
 
+    def thread_names(self, tids) -> list[str]:
+        """What the threads call themselves (/proc/.../comm: set by the candidate, so only said, never used)."""
+        names = []
+        for tid in tids:
+            try:
+                with open(f"/proc/{self.pid}/task/{tid}/comm") as f:
+                    names.append(f.read().strip()[:16])
+            except OSError:
+                pass
+        return names
+
     # --- messages ---
     def died(self, phase: str) -> CandidateFailed:
         deadline = time.time() + 5

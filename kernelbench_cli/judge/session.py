@@ -306,8 +306,9 @@ class Session:
         """After every call, with the candidate frozen: threads it left behind, work it left on the device."""
         new = self.cand.threads() - self.cand.threads0
         if new:
+            names = ", ".join(sorted(self.cand.thread_names(new)))[:120]
             self.flags.add(integrity.flag("background-thread", f"{len(new)} thread(s) the candidate started are "
-                                                               "still alive after forward returned"))
+                                                               f"still alive after forward returned ({names})"))
         self.probe.after_call()
 
     def verify_timed(self, reply, pos: int, pristine: list) -> None:
