@@ -167,3 +167,13 @@ def test_triton_exploits_are_caught_on_the_gpu(kbench):
     assert numpy["status"] != "ok" and ("triton-python" in names(numpy) or numpy["status"] == "compile-error"), brief(numpy)
     for name in ("runtime_arange", "python_list"):       # right only in the interpreter: no GPU compiles them
         assert got[name]["status"] == "compile-error", brief(got[name])
+
+
+def test_a_cpu_job_on_a_gpu_host_cannot_reach_the_gpu(kbench):
+    """A CPU candidate that moves its work to the host's GPU (re-enabling CUDA_VISIBLE_DEVICES at import) would
+    claim the GPU's speed as a CPU speedup; it cannot run its first call."""
+    kernel = FIXTURES / "gpu_host" / "cpu" / "1_Add_ReLU" / "gpu_offload.py"
+    code, doc = kbench.json("check", "cpu/1_Add_ReLU", "--device", "cpu", "--kernel", kernel)
+    r = doc["results"][0]
+    assert r["status"] == "runtime-error" and r["timing"].get("speedup") is None, brief(r)
+    assert code == 1

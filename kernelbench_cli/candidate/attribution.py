@@ -54,10 +54,13 @@ def _inside_aten(evt) -> bool:
 
 
 def warm_up(device: str) -> None:
-    """CUDA: one profiled call before the sandbox is installed. CUPTI cannot initialise inside it (measured on
+    """One profiled call before the sandbox is installed. CUDA: CUPTI cannot initialise inside it (measured on
     the H200: CUPTI_ERROR_NOT_INITIALIZED, no kernel events), and once initialised here it keeps working
-    there; the launch cost after it was not raised (results/H200/harness-20261202.txt)."""
+    there; the launch cost after it was not raised (results/H200/harness-20261202.txt). CPU: the same for the
+    profiler's own start (a CUDA build of torch brings its GPU tracing up with it, on a GPU host too)."""
     if device != "cuda":
+        with _PROFILE(use_kineto=True):
+            torch.ones(4).add_(1)
         return
     x = torch.ones(1, device="cuda")
     with _PROFILE(use_cpu=False, use_device="cuda", use_kineto=True):

@@ -115,16 +115,16 @@ class Server:
             (a @ a).sum().item()                    # context, cuBLAS handle and workspace: off the clock
             torch.cuda.synchronize()
             self.timer = DeviceTimer(torch)          # bound before any candidate code exists here
-            try:
-                self.attribution.warm_up(self.device)   # CUPTI, while this process may still open files
-            except Exception as e:
-                print(f"kbench: profiler warm-up failed: {one_line(e)}", file=sys.stderr)
         else:
             # A CPU job's processes see no GPU (build.build_env), but on a GPU host the CUDA driver starts a
             # thread at its first query all the same (cuInit, measured on the H200): asked here, that thread
             # is part of the baseline, not taken for the candidate's when its code (or Triton) asks later; and
             # the driver, initialised with no device visible, gives this process none afterwards.
             torch.cuda.is_available()
+        try:
+            self.attribution.warm_up(self.device)       # the profiler (CUPTI), while this process may open files
+        except Exception as e:
+            print(f"kbench: profiler warm-up failed: {one_line(e)}", file=sys.stderr)
         torch.ones(1 << 20).mul_(2).sum()           # the intra-op thread pool, before the thread baseline
 
     def serve(self) -> None:
