@@ -23,10 +23,11 @@ def test_each_bug_fails_its_class_and_its_twin_passes(kbench):
     assert str(leaky["seeds"]["variants"]) in leaky["message"]       # how to replay it
     away = got["round_away"]        # the plain trials' inputs never land on a tie: the problem's edge inputs do
     assert away["correctness"]["passed"] == away["correctness"]["trials"], away["message"]
-    # (random values may land on a tie too, by chance: the heavy ones reach magnitudes where floats are spaced
-    # by 0.5, and a shapes trial draws fresh normals at other sizes; that class failed too once, on the H200 host)
+    # (the heavy values reach magnitudes where floats are spaced by 0.5, so they may land on a tie too: by chance;
+    # the problem's own draws, which layout and shapes use too, never do: one in a hundred did before, and this
+    # test failed on layout or shapes now and then)
     assert away["status"] == "incorrect", away["message"]
-    assert "edge" in failed_classes(away) and failed_classes(away) <= {"edge", "values", "shapes"}, away["message"]
+    assert "edge" in failed_classes(away) and failed_classes(away) <= {"edge", "values"}, away["message"]
     for twin in ("honest_relu", "round_even"):
         r = got[twin]
         assert r["status"] == "ok" and r["flags"] == [], (twin, r["message"], r["flags"])
