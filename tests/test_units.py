@@ -430,5 +430,12 @@ def test_the_witness_rule_sees_a_lie_in_a_minority_of_batches():
     assert check_witness(honest["reported"] * 3, honest["witness"] * 3, [5] * 9, 1.3, 0.2, "cpu") is None
     slow = [5 * 3.6 + 1.3] * 19 + [5 * 3.6 + 1.3 + 30.0]         # one batch 30 ms late (a descheduled core)
     assert check_witness([5 * 3.6] * 20, slow, [5] * 20, 1.3, 0.2, "cpu") is None
+    # CI, 2026-12-02: an honest 0.43 ms kernel in batches of 8, one batch ~105 ms late among 10 flagged it
+    # through the mean (1.31 ms per call unaccounted): the mean leaves the worst tenth of the batches out
+    stall = [8 * 0.434 + 0.63 + 0.1] * 9 + [8 * 0.434 + 0.63 + 105.0]
+    assert check_witness([8 * 0.434] * 10, stall, [8] * 10, 0.63, 0.05, "cpu") is None
+    # ... and a lie in two of those ten batches is still seen
+    lie2 = [8 * 0.434 + 0.63 + 0.1] * 8 + [8 * 0.434 + 0.63] * 2
+    assert check_witness([8 * 0.434] * 8 + [8 * 0.0434] * 2, lie2, [8] * 10, 0.63, 0.05, "cpu") is not None
     assert check_witness([11 * 0.028] * 30, [11 * 0.028 + 1.4] * 29 + [11 * 0.028 + 6.4], [11] * 30, 1.4, 0.2,
                          "cuda") is None                          # (a GPU batch 5 ms late among 30)
