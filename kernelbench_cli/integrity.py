@@ -291,23 +291,21 @@ def check_witness(reported: list[float], witness: list[float], sizes: list[int],
     ratio, slack = WITNESS_RATIO.get(device, 0.10), (WITNESS_HANDOVER * handover_ms
                                                      + max(WITNESS_MARGIN_MS, WITNESS_NOISE * spread_ms)) / n
     allowed = ratio * claimed + slack
-    # The mean over batches too: a lie in a minority of batches leaves the median honest while the
-    # speedup (a geometric mean over rounds, one batch each) takes them in (red team, session 9: a lie in 2
-    # of 5 batches, 2.5x for a 0.93x kernel). A slow honest batch moves the mean by its excess / all calls.
-    # And the batches far over their own allowance: more than a tenth of them (at least two) is a pattern,
-    # not a descheduled core.
-    # Both rules let the same few batches be outliers (a tenth, at least one): the mean leaves out the batches
-    # with the most excess per call, so one descheduled batch on a busy CPU box (~100 ms in a CI run) does not
-    # flag an honest kernel, and a lie confined to that many batches stays bounded (~1.3x through the geomean).
+    # Two more rules, as a lie in a minority of batches leaves the median honest while the speedup (a
+    # geometric mean over rounds, one batch each) takes them in (red team, session 9: a lie in 2 of 5
+    # batches, 2.5x for a 0.93x kernel): the mean over batches, and the count of batches over twice their own
+    # allowance. Both let the same few batches be outliers (a tenth, at least one): the mean leaves out the
+    # batches with the most excess per call, so one descheduled batch on a busy CPU box (~105 ms in a CI run)
+    # does not flag an honest kernel, and a lie confined to that many batches stays bounded (~1.3x through
+    # the geomean); more over-twice batches than that is a pattern, not a descheduled core.
     outliers = max(1, len(sizes) // 10)
-    excess = [w - handover_ms - r for r, w in zip(reported, witness)]
-    kept = sorted(range(len(sizes)), key=lambda i: excess[i] / sizes[i])
+    excess = [(w - handover_ms - r) / k for r, w, k in zip(reported, witness, sizes)]     # per call
+    kept = sorted(range(len(sizes)), key=lambda i: excess[i])
     kept = kept[:-outliers] if len(kept) > outliers else kept
     calls = sum(sizes[i] for i in kept)
-    mean = sum(excess[i] for i in kept) / calls
+    mean = sum(excess[i] * sizes[i] for i in kept) / calls
     mean_claimed = sum(reported[i] for i in kept) / calls
-    over = [(w - handover_ms - r) / k for r, w, k in zip(reported, witness, sizes)
-            if (w - handover_ms - r) / k > 2 * (ratio * r / k + slack)]
+    over = [e for e, r, k in zip(excess, reported, sizes) if e > 2 * (ratio * r / k + slack)]
     why, allowed_mean = "", ratio * mean_claimed + slack
     if len(over) > outliers:
         why = f"; {len(over)} of {len(sizes)} batches over twice their allowance"

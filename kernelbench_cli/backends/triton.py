@@ -82,17 +82,17 @@ def _patch_autotuner(cls, record, device: str) -> None:
     prune, run = cls.prune_configs, cls.run
 
     def tuned(self, *args, **kwargs):
-        if device == "cpu" and len(self.configs) > 1:
+        saved = self.configs
+        if device == "cpu" and len(saved) > 1:
             # Interpreted: nothing to benchmark on, so the first config that survives pruning, as the only one
             # for this call (times are not speeds; Triton 3.6 benchmarks even one pruned config, through a GPU
             # driver that a CPU job does not have)
-            saved, self.nargs = self.configs, dict(zip(self.arg_names, args))
+            self.nargs = dict(zip(self.arg_names, args))
             self.configs = prune(self, kwargs)[:1]
-            try:
-                return tuned(self, *args, **kwargs)
-            finally:
-                self.configs = saved
-        out = run(self, *args, **kwargs)
+        try:
+            out = run(self, *args, **kwargs)
+        finally:
+            self.configs = saved
         name = getattr(self.base_fn, "__name__", "")
         for rec in record.extensions:
             if rec.get("backend") == "triton" and rec["name"] == name:

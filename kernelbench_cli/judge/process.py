@@ -7,8 +7,8 @@ process and its first candidate process import torch, then wait for the first jo
 device (the parent starts the next problem's judge while the last job of the current one is timed). mode "serve" then
 answers {"op": "job", ...} messages with {"op": "result", "result": {...}} until {"op": "quit"}; "lint" and
 "calibrate" answer once. Candidate processes for the next jobs warm up (torch imported, device up) while a
-job runs, stopped during its timed phases, so the next job starts warm. Never imports candidate code; refuses to be traced or read by
-its children (sandbox.tie_to_parent).
+job runs, stopped during its timed phases, so the next job starts warm. Never imports candidate code;
+refuses to be traced or read by its children (sandbox.tie_to_parent).
 """
 from __future__ import annotations
 
@@ -99,9 +99,9 @@ class Judge:
         hold = bool(self.spec.get("hold"))
         # first: they import torch and bring the device up while the problem loads. A held judge starts one
         # (its imports run beside another problem's timed job) and the rest with its first job.
-        ahead = 0 if hold else AHEAD[self.device == "cuda"]
-        for _ in range(min(max(1, int(self.spec.get("jobs", 1))), 1 + ahead)):
-            self.start_spare(hold)
+        self.start_spare(hold)              # the first job's
+        for _ in range(0 if hold else min(int(self.spec.get("jobs", 1)) - 1, AHEAD[self.device == "cuda"])):
+            self.start_spare()
         from .. import results as R
         from .handle import CandidateFailed, log_tail
         from .reference import ProblemFailed, Reference
