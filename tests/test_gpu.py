@@ -157,8 +157,8 @@ def test_triton_exploits_are_caught_on_the_gpu(kbench):
     got = by_candidate(doc)
     names = lambda r: {f["name"] for f in r["flags"]}      # noqa: E731
     assert code == 1 and len(got) == 8, sorted(got)
-    assert got["torch_does_it"]["status"] == "integrity" and "no-custom-kernel" in names(got["torch_does_it"]), \
-        brief(got["torch_does_it"])
+    assert got["torch_does_it"]["status"] == "integrity" and {"no-custom-kernel", "library-heavy"} <= names(got["torch_does_it"]), \
+        brief(got["torch_does_it"])                         # compiled, the launch is 6% of the call (H200, 2026-12-03)
     assert got["stale_after_six"]["status"] in ("integrity", "incorrect"), brief(got["stale_after_six"])
     assert got["half_loads"]["status"] == "integrity" and "precision" in names(got["half_loads"]), brief(got["half_loads"])
     assert got["pointer_cache"]["status"] in ("incorrect", "integrity"), brief(got["pointer_cache"])

@@ -17,7 +17,8 @@ CORPUS = ROOT / "tests" / "adversarial" / "triton"
 ROWS = ROOT / "kernels" / "cpu" / "2_Row_Sum_Of_Squares" / "triton_rows.py"
 
 EXPECTED = {    # exploit -> (status, flags that must be raised): caught as their C++ twins are
-    "torch_does_it": ("integrity", {"no-custom-kernel", "library-heavy"}),
+    # library-heavy too where the interpreted launch is cheaper than torch's ops (its share is below): asserted below
+    "torch_does_it": ("integrity", {"no-custom-kernel"}),
     "stale_after_six": ("integrity", {"generalisation"}),
     "half_loads": ("integrity", {"precision", "generalisation"}),
     # what only the interpreter would run: plain Python in a kernel (found statically or by compiling the
@@ -38,7 +39,12 @@ def test_triton_exploits_are_caught(kbench):
              if got[n]["status"] != status or not flags <= {f["name"] for f in got[n]["flags"]}}
     assert not wrong, wrong
     assert got["torch_does_it"]["correctness"]["ablation"] == "output unchanged"
-    assert got["torch_does_it"]["custom_share"] < 0.5
+    # Under the interpreter the launch's share is interpreter time, not a kernel's, so it depends on the host
+    # (the 2-core box: below half; the H200 host's CPU, triton 3.6: above): library-heavy must follow the number.
+    # On a GPU the share is kernel time and the flag is asserted outright (test_gpu.py).
+    does_it = got["torch_does_it"]
+    assert does_it["custom_share"] is not None
+    assert ("library-heavy" in {f["name"] for f in does_it["flags"]}) == (does_it["custom_share"] < 0.5), does_it
     assert got["half_loads"]["correctness"]["precision_class"] == "fp16"
     assert got["pointer_cache"]["status"] in ("incorrect", "integrity"), got["pointer_cache"]["message"]
     assert "tensor subclass" in got["subclass_pointer"]["message"], got["subclass_pointer"]["message"]

@@ -12,7 +12,7 @@ import time
 import torch
 
 from .. import integrity
-from ..correctness import judge, levels_here, synchronize, tensors
+from ..correctness import check_inputs_unchanged, judge, levels_here, synchronize, tensors
 from .handle import CandidateFailed
 
 
@@ -103,3 +103,15 @@ def versus_precision(s, timing, throttled) -> None:
     except Exception as e:        # the reference has no kernel at that precision: said, not fatal
         s.result.baselines["precision"] = {"precision": level, "error": f"{type(e).__name__}: {e}"[:200]}
     s.phase("precision_s", t)
+
+
+def verify_timed(s, reply, pos: int, pristine: list) -> None:
+    """A timed call chosen in secret: its output must match the reference on the same inputs."""
+    out = s.fetch(reply, pos, pos)
+    bad = out if isinstance(out, str) else check_inputs_unchanged(pristine, s.lanes[pos][0].tensors)
+    if not bad:
+        ref_out = s.ref.run(pristine)
+        out = out[0] if isinstance(ref_out, torch.Tensor) else out
+        bad = judge(s.ref.model, pristine, ref_out, out, s.ref.tolerance)["reason"]
+    if bad:
+        s.flags.add(integrity.flag("cached-result", f"a timed call's output was wrong (checked in secret): {bad}"))

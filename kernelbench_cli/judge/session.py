@@ -311,17 +311,6 @@ class Session:
                                                                f"still alive after forward returned ({names})"))
         self.probe.after_call()
 
-    def verify_timed(self, reply, pos: int, pristine: list) -> None:
-        """A timed call chosen in secret: its output must match the reference on the same inputs."""
-        out = self.fetch(reply, pos, pos)
-        bad = out if isinstance(out, str) else check_inputs_unchanged(pristine, self.lanes[pos][0].tensors)
-        if not bad:
-            ref_out = self.ref.run(pristine)
-            out = out[0] if isinstance(ref_out, torch.Tensor) else out
-            bad = judge(self.ref.model, pristine, ref_out, out, self.ref.tolerance)["reason"]
-        if bad:
-            self.flags.add(integrity.flag("cached-result", f"a timed call's output was wrong (checked in secret): {bad}"))
-
     def time(self) -> None:
         r, ref, cfg = self.result, self.ref, self.cfg
         self.quiet()
@@ -333,23 +322,15 @@ class Session:
             r.env["nvml"] = "unavailable: throttled rounds are not detected (is nvidia-ml-py installed?)"
         throttled = nvml.throttled if nvml else None
         trace.mark("judge", "nvml open")
-        template = ref.trials()[0].inputs
-        local = LocalSide(ref.model, ref.feed(self.rng), template, self.device, self.flush)
-        remote = RemoteSide(self.cand, self, ref.feed(self.rng), self.flush, self.probe, self.rng)
-        trace.mark("judge", "timing pools ready")
-        per_round = dataclasses.replace(cfg.timing, samples_per_round=self.batch)    # a round = one batch
-        with torch.no_grad(), tf32_off():
-            timing = measure(local, remote, per_round, throttled, "cuda-events" if self.device == "cuda" else "perf-counter")
-        timing.ref_host_ms = sorted(local.host_ms)[len(local.host_ms) // 2] if local.host_ms else None
-        per_call = sorted(w / n for w, n in zip(remote.witness, remote.sizes))
-        timing.cand_host_ms = per_call[len(per_call) // 2]
-        timing.batch = self.batch
-        timing.checked_calls = remote.checked
-        timing.handover_ms = round(self.handover_ms, 4)
-        timing.handover_spread_ms = round(self.handover_spread, 4)
+        timing, tampered = self.timed_rounds(throttled)
+        if tampered is not None:
+            # Once more before the flag stands: a lie is there every time, a busy host's descheduling (ms around
+            # batches) rarely twice. The second timing replaces the first, so lying only at first gains nothing.
+            trace.mark("judge", "witness unsatisfied: timing again")
+            timing, tampered = self.timed_rounds(throttled)
+            timing.witness_retried = True
         r.timing = timing
-        self.flags.add(integrity.check_witness(remote.reported, remote.witness, remote.sizes, self.handover_ms,
-                                               self.handover_spread, self.device))
+        self.flags.add(tampered)
         self.flags.add(self.late_work())
         self.phase("timing_s", t)
         evidence.roofline(self)
@@ -364,6 +345,26 @@ class Session:
         if nvml:
             r.env["gpu_after"] = nvml.state()
         self.flags.add(integrity.check_speed(timing.speedup, r.roofline.get("floor_ms"), timing.cand_ms, self.device))
+
+    def timed_rounds(self, throttled):
+        """The interleaved rounds (timing.measure), with the witness's verdict on the candidate's batches."""
+        ref = self.ref
+        template = ref.trials()[0].inputs
+        local = LocalSide(ref.model, ref.feed(self.rng), template, self.device, self.flush)
+        remote = RemoteSide(self.cand, self, ref.feed(self.rng), self.flush, self.probe, self.rng)
+        trace.mark("judge", "timing pools ready")
+        per_round = dataclasses.replace(self.cfg.timing, samples_per_round=self.batch)    # a round = one batch
+        with torch.no_grad(), tf32_off():
+            timing = measure(local, remote, per_round, throttled, "cuda-events" if self.device == "cuda" else "perf-counter")
+        timing.ref_host_ms = sorted(local.host_ms)[len(local.host_ms) // 2] if local.host_ms else None
+        per_call = sorted(w / n for w, n in zip(remote.witness, remote.sizes))
+        timing.cand_host_ms = per_call[len(per_call) // 2]
+        timing.batch = self.batch
+        timing.checked_calls = remote.checked
+        timing.handover_ms = round(self.handover_ms, 4)
+        timing.handover_spread_ms = round(self.handover_spread, 4)
+        return timing, integrity.check_witness(remote.reported, remote.witness, remote.sizes, self.handover_ms,
+                                               self.handover_spread, self.device)
 
     def late_work(self):
         p = self.probe

@@ -15,6 +15,7 @@ import time
 import torch
 
 from .. import stats
+from . import evidence
 from ..correctness import clone, maybe_flag, synchronize, tensors
 
 SPOT_CHECK_P = 0.1      # besides one secret call per round, each other timed call is checked with this chance
@@ -198,7 +199,7 @@ class RemoteSide:
             raise_protocol(f"{len(times)} time(s) for a batch of {len(lanes)} calls")
         for k in sorted(checks):
             self.checked += 1
-            s.verify_timed(reply, k, pristine[k])
+            evidence.verify_timed(s, reply, k, pristine[k])
         if not s.standin_reuses:
             s.flags.add(maybe_flag("output-reused", s.reuse(reply)))
         self.reported.append(sum(times))
