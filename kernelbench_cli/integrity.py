@@ -321,6 +321,18 @@ def check_witness(reported: list[float], witness: list[float], sizes: list[int],
     return None
 
 
+def witnessed_per_call(reported_ms: float, wall_ms: float, n: int, handover_ms: float, spread_ms: float,
+                       device: str = "cuda") -> float:
+    """The per-call time of one batch of n calls that the timing may use: the candidate's own figure, or, where
+    the witness says more went by, the least time per call the witness rule would accept beside that wall.
+    So a lie in a few batches, which check_witness lets through as outliers, is priced at the witness in
+    those batches (it still gains WITNESS_RATIO and the slack, as an evenly spread lie does)."""
+    ratio = WITNESS_RATIO.get(device, 0.10)
+    slack = (WITNESS_HANDOVER * handover_ms + max(WITNESS_MARGIN_MS, WITNESS_NOISE * spread_ms)) / n
+    least = ((wall_ms - handover_ms) / n - slack) / (1 + ratio)
+    return max(reported_ms / n, least)
+
+
 def check_late_work(busy: int, probed: int, worst_ms: float, idle_ms: float) -> Flag | None:
     if not busy:
         return None

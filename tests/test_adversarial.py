@@ -72,11 +72,18 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
     # by the trials themselves; never passes
     lie = got["median_lie"]      # deferred work never done (wrong), or done and seen by the witness's mean
     assert lie["status"] in ("integrity", "incorrect"), (lie["status"], lie["flags"], lie["message"][:300])
+    # a 10x clock lie in the first calls only: caught where it reaches the second timing, else priced at the
+    # witness batch by batch (it went through at 2x the honest speed before: one lying batch of a short timing)
+    first = got["lie_then_honest"]
+    assert first["status"] == "integrity" and "timer-tampered" in {f["name"] for f in first["flags"]} or \
+        first["status"] == "ok" and first["timing"]["speedup"] < 2.0 * got["honest"]["timing"]["speedup"], \
+        (first["status"], first["message"][:300], first["timing"]["speedup"], got["honest"]["timing"]["speedup"])
     cache = got["pointer_cache"]
     assert cache["status"] in ("integrity", "incorrect"), cache["message"]
     if cache["status"] == "integrity":
         assert "cached-result" in {f["name"] for f in cache["flags"]}
-    assert set(got) == set(EXPECTED) | {"pointer_cache", "median_lie", "honest"} | set(HARMLESS) | set(HONEST_TWINS)
+    assert set(got) == set(EXPECTED) | {"pointer_cache", "median_lie", "lie_then_honest", "honest"} | set(HARMLESS) \
+        | set(HONEST_TWINS)
     for name in HONEST_TWINS:
         assert got[name]["status"] == "ok" and got[name]["flags"] == [], (name, got[name]["message"])
         assert got[name]["correctness"]["precision_class"] == "fp32"

@@ -418,6 +418,22 @@ def test_the_fast_comparison_agrees_with_the_float64_one(monkeypatch):
     assert 3 <= sum(concluded) < len(cases)     # (the fast path concluded on some, left the others to float64)
 
 
+def test_a_batch_counts_for_no_less_than_the_witness_accepts():
+    """integrity.witnessed_per_call: an honest batch keeps its own figure; a batch the rule forgives as an
+    outlier, lying 10x, is priced near the witness (lie_then_honest went through at 2x before, session 11)."""
+    from kernelbench_cli.integrity import check_witness, witnessed_per_call
+    assert witnessed_per_call(5 * 3.6, 5 * 3.6 + 1.3, 5, 1.3, 0.2, "cpu") == 3.6       # honest: its own time
+    lie = witnessed_per_call(5 * 0.36, 5 * 3.6 + 1.3, 5, 1.3, 0.2, "cpu")              # claims 0.36 ms, took 3.6
+    assert 3.6 / 1.8 < lie < 3.6, lie        # what a lie spread evenly keeps (WITNESS_RATIO, slack), no more
+    # the same lie in one batch of ten is forgiven by the rule as an outlier, but no longer by the price
+    rep, wit = [5 * 3.6] * 9 + [5 * 0.36], [5 * 3.6 + 1.3] * 10
+    assert check_witness(rep, wit, [5] * 10, 1.3, 0.2, "cpu") is None
+    priced = [witnessed_per_call(r, w, 5, 1.3, 0.2, "cpu") for r, w in zip(rep, wit)]
+    assert min(priced) > 3.6 / 1.8
+    cuda = witnessed_per_call(11 * 0.028, 11 * 0.28 + 1.4, 11, 1.4, 0.05, "cuda")     # 10x event lie, one batch
+    assert cuda > 0.028 * 5, cuda
+
+
 def test_the_witness_rule_sees_a_lie_in_a_minority_of_batches():
     """Three honest batches and two that hide 90% of their time (the red team's median_lie): the median batch is
     honest, the mean over batches is not. Honest noise (one slow batch among many) stays under the rule."""

@@ -15,6 +15,7 @@ import time
 import torch
 
 from .. import stats
+from ..integrity import witnessed_per_call
 from . import evidence
 from ..correctness import clone, maybe_flag, synchronize, tensors
 
@@ -218,10 +219,13 @@ class RemoteSide:
         """One batch, counted as its mean per call: the witness vouches for a batch's total only, and a
         candidate can move time between the calls of a batch (all of the batch's work in its first call,
         reading the other lanes' inputs, which are in place before the hand-over; the rest return at once)."""
-        n = min(n, len(self.session.lanes))
+        s = self.session
+        n = min(n, len(s.lanes))
         checks = {self.rng.randrange(n)} | {k for k in range(n) if self.rng.random() < SPOT_CHECK_P}
         times = self.batch(n, checks)
-        return [sum(times) / len(times)] * len(times)
+        per_call = witnessed_per_call(self.reported[-1], self.witness[-1], len(times), s.handover_ms,
+                                      s.handover_spread, s.device)
+        return [per_call] * len(times)
 
 
 def raise_protocol(what: str):
