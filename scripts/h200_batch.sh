@@ -13,6 +13,10 @@
 #   gate       scripts/gate_noise.py: unchanged reruns / reruns with every candidate slowed 2x against the committed
 #              baseline ($GATE_RERUNS each, default 5; issue 19)
 #   alltests   the whole pytest suite, CPU and GPU tests together ($PYTEST_ARGS)
+#   cputests   every CPU test on this GPU host (pytest-xdist, -n $CPU_TESTS_N, default 10; builds cached in
+#              .kbench-cache-tests), the exploit corpus test alone before the rest: the README's GPU-machine recipe
+#   check56    kbench check of L2/56's wgmma and fast candidates, eager + compile (skipped after $CHECK56_BEFORE_S s)
+#   dev56      scripts/dev_kernel_56.py (the L2/56 wgmma candidate's variants: odd shapes, fp64 error, timing)
 #   throughput scripts/bench_throughput.py (1 vs 2 GPUs, build pool vs serial; issue 8), args in $THROUGHPUT_ARGS
 #   probe      start-up costs: python + torch import, CUDA init; the profiler's cost (scripts/probe_profiler_cost.py)
 #   harness    scripts/bench_harness.py (issue 15's targets: warm check, suite wall, overhead, candidates/hour),
@@ -95,6 +99,26 @@ if has alltests; then   # issue 19: the whole suite, CPU and GPU tests alike, on
   timed python3 -m pytest -q -p no:cacheprovider --basetemp="$RUNS/pytest-all" ${PYTEST_ARGS:-} \
     > "$ART/pytest_all.txt" 2>&1
   tail -60 "$ART/pytest_all.txt"
+fi
+if has cputests; then   # the exploit corpus alone first: its harmless exploits' reference times are compared across
+  # jobs, which other workers' load moves (session 11: its 1.6x bound missed at -n 10); then the rest in parallel
+  corpus=tests/test_adversarial.py::test_every_exploit_is_caught_or_harmless
+  KBENCH_CACHE_DIR=$PWD/.kbench-cache-tests timed python3 -m pytest -q -p no:cacheprovider \
+    --basetemp="$RUNS/pytest-corpus" "$corpus" > "$ART/pytest_corpus.txt" 2>&1
+  tail -30 "$ART/pytest_corpus.txt"
+  KBENCH_CACHE_DIR=$PWD/.kbench-cache-tests timed python3 -m pytest -q -m "not gpu" -n "${CPU_TESTS_N:-10}" \
+    --dist load -p no:cacheprovider --basetemp="$RUNS/pytest-cpu" --deselect "$corpus" > "$ART/pytest_cpu.txt" 2>&1
+  tail -30 "$ART/pytest_cpu.txt"
+fi
+if has check56 && (( SECONDS < ${CHECK56_BEFORE_S:-100000} )); then   # skipped past that many seconds of this batch
+  K56=kernels/level2/56_Matmul_Sigmoid_Sum
+  CUDA_VISIBLE_DEVICES=0 timed kb check level2/56_Matmul_Sigmoid_Sum -k $K56/wgmma.py -k $K56/fast.py \
+    --baselines eager,compile --out "$RUNS/check56" --json > "$ART/check56.json"
+  kb report "$RUNS/check56/$(run_id "$ART/check56.json")" 2>&1 | tail -20
+fi
+if has dev56; then
+  CUDA_VISIBLE_DEVICES=0 timed python3 scripts/dev_kernel_56.py ${DEV56_ARGS:-} 2>&1 | grep -v -E "^\[[0-9]+/[0-9]+\]|^$" \
+    | tee "$ART/dev56.txt" | tail -60
 fi
 if has harness; then
   CUDA_VISIBLE_DEVICES=0 timed python3 scripts/bench_harness.py --out "$ART/harness.json" --runs "$RUNS/harness" \
