@@ -37,7 +37,6 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "gc_sabotage_config": ("integrity", {"precision", "generalisation"}),   # fp16 rounding: wrong on large values too
     # verdicts v2 (issue 16): attribution, the ablation's out-parameters, timed calls that are checked calls
     "aten_wrapper": ("integrity", {"library-heavy"}),
-    "identity_after_torch": ("integrity", {"library-heavy"}),
     "inplace_noop": ("integrity", {"no-custom-kernel"}),
     "call_count_stale": ("integrity", {"cached-result"}),
     "pool_prefix": ("integrity", {"cached-result"}),
@@ -72,6 +71,14 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
     # by the trials themselves; never passes
     lie = got["median_lie"]      # deferred work never done (wrong), or done and seen by the witness's mean
     assert lie["status"] in ("integrity", "incorrect"), (lie["status"], lie["flags"], lie["message"][:300])
+    # torch computes, a memcpy "kernel" copies: library-heavy where the copy is under half the call (the 2-core
+    # box: 31% of it); on the 16-core H200 host the copy took 75% of it, so it passed as custom work. What the share rule bounds either way: a token kernel must spend as long as the
+    # library does, which costs it the speed it was after (slower than eager here, since eager is that torch path)
+    ident = got["identity_after_torch"]
+    ident_flags = {f["name"] for f in ident["flags"]}
+    assert ident["status"] == "integrity" and "library-heavy" in ident_flags or \
+        ident["status"] == "ok" and ident["custom_share"] >= 0.5 and ident["timing"]["speedup"] < 1.0, \
+        (ident["status"], sorted(ident_flags), ident["custom_share"], ident["timing"]["speedup"])
     # a 10x clock lie in the first calls only: caught where it reaches the second timing, else priced at the
     # witness batch by batch (it went through at 2x the honest speed before: one lying batch of a short timing)
     first = got["lie_then_honest"]
@@ -82,8 +89,8 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
     assert cache["status"] in ("integrity", "incorrect"), cache["message"]
     if cache["status"] == "integrity":
         assert "cached-result" in {f["name"] for f in cache["flags"]}
-    assert set(got) == set(EXPECTED) | {"pointer_cache", "median_lie", "lie_then_honest", "honest"} | set(HARMLESS) \
-        | set(HONEST_TWINS)
+    assert set(got) == set(EXPECTED) | {"pointer_cache", "median_lie", "lie_then_honest", "identity_after_torch",
+                                        "honest"} | set(HARMLESS) | set(HONEST_TWINS)
     for name in HONEST_TWINS:
         assert got[name]["status"] == "ok" and got[name]["flags"] == [], (name, got[name]["message"])
         assert got[name]["correctness"]["precision_class"] == "fp32"
