@@ -3,8 +3,9 @@ fp64, time against eager with CUDA events. A development aid, not a verdict (kbe
 
     python3 scripts/dev_kernel_56.py [--variants cl1,cl2,cl4,cl2-tf32only] [--iters 20]
 
-A variant is clN (CLUSTER = N) with an optional change: -grouped (a stage's four bf16 wgmmas, then its four tf32
-ones, instead of alternating kinds), or an ablation, timed but not expected to be right: -tf32only (the bf16
+A variant is clN (CLUSTER = N) with an optional change: -pipe (PIPELINE = True: the next stage's fragment split
+while this stage's wgmmas run), -grouped (a stage's four bf16 wgmmas, then its four tf32 ones, instead of
+alternating kinds), or an ablation, timed but not expected to be right: -tf32only (the bf16
 correction wgmmas left out: is the kernel tensor-bound?), -corronly (the tf32 ones left out).
 
 Each variant runs in its own process with a timeout, so a hang (a barrier that never completes) is reported
@@ -43,7 +44,9 @@ def _load(variant, verbose):
     cluster, _, ablation = variant.partition("-")
     src = FILE.read_text()
     src = re.sub(r"^CLUSTER = \d+", f"CLUSTER = {int(cluster[2:])}", src, count=1, flags=re.M)
-    if ablation:
+    if ablation == "pipe":
+        src = re.sub(r"^PIPELINE = \w+", "PIPELINE = True", src, count=1, flags=re.M)
+    elif ablation:
         old, new = ABLATIONS[ablation]
         assert old in src, ablation
         src = src.replace(old, new).replace('name=f"l2_56_', f'name=f"dev_{ablation}_l2_56_')
@@ -132,7 +135,7 @@ def _run_variant(variant, iters):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--variants", default="cl1,cl2,cl4,cl2-grouped,cl2-tf32only")
+    ap.add_argument("--variants", default="cl2,cl2-pipe,cl1-pipe")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--timeout", type=int, default=240)
     ap.add_argument("--one", help=argparse.SUPPRESS)

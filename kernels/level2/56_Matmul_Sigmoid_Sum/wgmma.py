@@ -29,14 +29,16 @@ error 3.6e-8 vs the reference's 5.0e-8), custom share 100% (prep_x 6% of it), no
 (results/H200/dev56-20261203-s11.txt, scripts/dev_kernel_56.py, CUDA events): 1.87 ms, 2.85x; CLUSTER = 1
 1.94 ms, 4 2.41 ms (the 4-CTA multicast costs more than the L2 traffic it saves), the bf16 and tf32 wgmmas
 grouped per stage instead of alternating 1.98 ms; without the correction 1.26 ms. 1.87 ms is 57% of the
-tensor peak, 55% of SOL by the memory floor. Not yet tried: overlapping a stage's fragment split with the
-previous stage's wgmmas (needs registers over the 168 that 384 threads leave: ptxas uses all 168 now).
+tensor peak, 55% of SOL by the memory floor. Written, not yet run on a GPU: PIPELINE = True splits the next
+stage's fragments while this stage's wgmmas run (ptxas allocates past the launch bound's 168 registers inside
+the consumers' setmaxnreg region: no spills; `python3 scripts/dev_kernel_56.py --variants cl2,cl2-pipe`).
 """
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
 CLUSTER = 2   # CTAs sharing one x tile by TMA multicast (1 = no cluster)
+PIPELINE = False   # overlap the next stage's fragment split with this stage's wgmmas (not yet run on a GPU)
 
 _D64 = ", ".join(f"%{i}" for i in range(64))
 _DOPS = ", ".join(f'"+f"(d[{i}])' for i in range(64))
@@ -70,6 +72,7 @@ CUDA_SRC = r"""
 namespace {
 
 constexpr int CL = @@CLUSTER@@;
+constexpr bool PIPE = @@PIPELINE@@;     // split the next stage's fragments while this stage's wgmmas run
 constexpr int BN = 128;                 // W rows per CTA (MMA M: 2 consumer warpgroups x 64)
 constexpr int BM = 128;                 // batch rows per CTA (MMA N)
 constexpr int BK = 32;                  // k per stage
@@ -265,11 +268,11 @@ wgmma_sigmoid_rowsum(const __grid_constant__ CUtensorMap tmW, const __grid_const
 #pragma unroll
         for (int i = 0; i < 64; ++i) acc[i] = 0.f;
 
-        for (int kt = 0; kt < KT; ++kt) {
+        // Stage kt's W fragment, split: hi = tf32 A operand, cr = bf16 k16 A operand (see the docstring).
+        auto load_frags = [&](int kt, uint32_t (&hi)[4][4], uint32_t (&cr)[4][4]) {
             const int s = kt % STAGES;
             mbar_wait(smem_u32(&full_bar[s]), (uint32_t)((kt / STAGES) & 1));
-            const uint32_t sw = base + s * STAGE_BYTES, sx = sw + W_BYTES, sc = sx + X_BYTES;
-            uint32_t hi[4][4], cr[4][4];
+            const uint32_t sw = base + s * STAGE_BYTES;
 #pragma unroll
             for (int kk = 0; kk < 4; ++kk) {
                 const int chunk = 2 * kk + (mi >> 1);
@@ -287,6 +290,9 @@ wgmma_sigmoid_rowsum(const __grid_constant__ CUtensorMap tmW, const __grid_const
                 cr[kk][2] = pack_bf16(__uint_as_float(r[0]), __uint_as_float(r[2]));
                 cr[kk][3] = pack_bf16(__uint_as_float(r[1]), __uint_as_float(r[3]));
             }
+        };
+        auto issue = [&](int kt, uint32_t (&hi)[4][4], uint32_t (&cr)[4][4]) {
+            const uint32_t sx = base + (kt % STAGES) * STAGE_BYTES + W_BYTES, sc = sx + X_BYTES;
             fence_u(hi);
             fence_u(cr);
             wgmma_fence();
@@ -296,10 +302,14 @@ wgmma_sigmoid_rowsum(const __grid_constant__ CUtensorMap tmW, const __grid_const
                 wgmma_tf32(part, hi[kk], make_desc(sx + kk * 32), 1);        // W_hi . x_hi
             }
             wgmma_commit();
+        };
+        // after the stage's wgmmas: its buffer back to the producers, its products into the accumulator
+        auto retire = [&](int kt, uint32_t (&hi)[4][4], uint32_t (&cr)[4][4]) {
             wgmma_wait0();
             fence_f(part);
             fence_u(hi);     // the wgmmas read these registers until the wait: keep them live to here
             fence_u(cr);
+            const int s = kt % STAGES;
             if (kt + STAGES < KT && lane == 0) {
                 if (CL > 1) {
                     for (uint32_t r = 0; r < (uint32_t)CL; ++r) mbar_arrive_cluster(smem_u32(&empty_bar[s]), r);
@@ -309,6 +319,29 @@ wgmma_sigmoid_rowsum(const __grid_constant__ CUtensorMap tmW, const __grid_const
             }
 #pragma unroll
             for (int i = 0; i < 64; ++i) acc[i] += part[i];
+        };
+        if constexpr (PIPE) {
+            // the next stage's split runs while this stage's wgmmas do (two fragment sets: ~200 registers,
+            // inside the consumers' 232)
+            uint32_t hA[4][4], cA[4][4], hB[4][4], cB[4][4];
+            load_frags(0, hA, cA);
+            for (int kt = 0; kt < KT; kt += 2) {
+                issue(kt, hA, cA);
+                if (kt + 1 < KT) load_frags(kt + 1, hB, cB);
+                retire(kt, hA, cA);
+                if (kt + 1 < KT) {
+                    issue(kt + 1, hB, cB);
+                    if (kt + 2 < KT) load_frags(kt + 2, hA, cA);
+                    retire(kt + 1, hB, cB);
+                }
+            }
+        } else {
+            for (int kt = 0; kt < KT; ++kt) {
+                uint32_t hi[4][4], cr[4][4];
+                load_frags(kt, hi, cr);
+                issue(kt, hi, cr);
+                retire(kt, hi, cr);
+            }
         }
 
         // epilogue: acc[4j+h] = (W row 16*warp+g, batch col 8j+2t+h), acc[4j+2+h] = (row +8, same col)
@@ -485,9 +518,10 @@ at::Tensor linear_sigmoid_rowsum(at::Tensor x, at::Tensor w, at::Tensor b) {
 CPP_SRC = "at::Tensor linear_sigmoid_rowsum(at::Tensor x, at::Tensor w, at::Tensor b);"
 
 _ext = load_inline(
-    name=f"l2_56_wgmma_tf32_bf16corr_cl{CLUSTER}",
+    name=f"l2_56_wgmma_tf32_bf16corr_cl{CLUSTER}{'_pipe' if PIPELINE else ''}",
     cpp_sources=CPP_SRC,
     cuda_sources=CUDA_SRC.replace("@@CLUSTER@@", str(CLUSTER)).replace("@@WGMMA@@", _WGMMA_FNS)
+    .replace("@@PIPELINE@@", "true" if PIPELINE else "false")
     .replace("@@CLUSTER_DIMS@@", f"__cluster_dims__({CLUSTER}, 1, 1)" if CLUSTER > 1 else ""),
     functions=["linear_sigmoid_rowsum"],
     extra_cuda_cflags=["-O3", "-gencode=arch=compute_90a,code=sm_90a"],
