@@ -319,6 +319,7 @@ def _interrupted() -> str:
 def main() -> None:
     from .orchestrate import lifecycle
     lifecycle.install_signal_handlers()
+    lifecycle.become_subreaper()
     try:
         app()     # standalone: click reports usage errors itself (exit 2) and turns typer.Exit into the code
     except InputError as e:

@@ -109,6 +109,44 @@ def test_a_kbench_stopped_mid_build_leaves_no_compiler_behind(sig, tmp_path):
     assert_gone_within_5_s(tree)
 
 
+ORPHAN = FIXTURES / "lifecycle" / "cpu" / "1_Add_ReLU" / "orphan_helper.py"
+
+
+def named(comm: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and alive(int(entry)):
+            try:
+                with open(f"/proc/{entry}/comm") as f:
+                    if f.read().strip() == comm:
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def test_a_helper_that_leaves_the_builds_session_does_not_outlive_the_build(tmp_path):
+    """The build process runs the candidate's import unconfined (it forks compilers): a helper forked there
+    that leaves the build's session with setsid was outside what kill_session finds and outlived kbench (red
+    team, session 11: such helpers slowed the reference while the candidate was frozen). kbench is a child
+    subreaper now, so the helper comes back to it once its parents are gone and is killed after the build.
+    A fresh cache: the build process really runs."""
+    for pid in named("kbench_orphan"):         # a failed run's leftovers
+        os.kill(pid, signal.SIGKILL)
+    env = dict(os.environ, KBENCH_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "kernelbench_cli", "check", "cpu/1", "--device", "cpu",
+                           "--kernel", str(ORPHAN), "--config", str(TEST_CONFIG), "--out", str(tmp_path / "runs")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    gone_by = time.time() + 5
+    while time.time() < gone_by and named("kbench_orphan"):
+        time.sleep(0.1)
+    left = named("kbench_orphan")
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, "the build's helper outlived kbench"
+
+
 FULL_DISK = """
 import resource, sys
 from kernelbench_cli.errors import InputError

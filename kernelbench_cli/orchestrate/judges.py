@@ -55,13 +55,13 @@ class JudgeClient:
             full_env.update(OMP_NUM_THREADS=str(cfg.timing.cpu_threads), MKL_NUM_THREADS=str(cfg.timing.cpu_threads))
         full_env.update(PYTHONPATH=os.pathsep.join(p for p in (PACKAGE_PARENT, os.environ.get("PYTHONPATH")) if p),
                         PYTHONUNBUFFERED="1", KBENCH_FD=str(theirs.fileno()), KBENCH_PARENT_PID=str(os.getpid()))
-        with open(self.log_path, "w") as log:
+        with open(self.log_path, "w") as log, lifecycle.spawning:    # registered before a sweep can see it
             self.proc = subprocess.Popen([sys.executable, "-m", "kernelbench_cli.judge"], stdin=subprocess.DEVNULL,
                                          stdout=log, stderr=subprocess.STDOUT, env=full_env, pass_fds=(theirs.fileno(),),
                                          start_new_session=True)
+            lifecycle.register(self.proc.pid)
         theirs.close()
         trace.mark("parent", f"judge {self.proc.pid} {problem_key}: started")
-        lifecycle.register(self.proc.pid)
         self.chan.send({"op": "problem", "problem_path": str(Path(problem_path).resolve()) if problem_path else "", "problem_key": problem_key, "device": device,
                         "config": cfg.to_dict(), "logs": str(logs), "mode": mode, "hold": hold,
                         "jobs": jobs})
@@ -143,8 +143,9 @@ def build(job: Job, cfg, device: str, env: dict, logs: Path, tag: str) -> Result
         return hit
     logs.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    proc = CandidateProcess(device, logs / f"{tag}.log", mode="build", extra_env=env, new_group=True)
-    lifecycle.register(proc.pid)
+    with lifecycle.spawning:                  # registered before a sweep can see it
+        proc = CandidateProcess(device, logs / f"{tag}.log", mode="build", extra_env=env, new_group=True)
+        lifecycle.register(proc.pid)
     result = job.result(cfg, device, phase="build")
     try:
         spec = job.spec(cfg, tag)
@@ -166,6 +167,7 @@ def build(job: Job, cfg, device: str, env: dict, logs: Path, tag: str) -> Result
         lifecycle.kill_session(proc.pid)      # compilers it left running, if any (ninja regroups them)
         proc.kill()
         lifecycle.release(proc.pid)
+        lifecycle.sweep_orphans()             # and what left its session: ours once the build is gone
     trace.mark("parent", f"build {tag}: {result.status}")
     if result.status == R.OK:
         record_build(cache_dir(cfg), key, dataclasses.asdict(result.build))
