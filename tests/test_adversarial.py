@@ -2,6 +2,8 @@
 its exploit class; the honest fixture beside them passes with no error flag."""
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
 from conftest import FIXTURES, ROOT, by_candidate
@@ -101,13 +103,20 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
     assert honest["status"] == "ok" and honest["flags"] == [], honest["message"]
     assert honest["correctness"]["ablation"] == "output changed"
     assert got["token_call"]["correctness"]["ablation"] == "output unchanged"
+    # each problem's usual fastest reference round in this run: the median over its timed jobs (one job's two
+    # rounds on the 2-core box range 3-11 ms; the honest job's alone was too thin a baseline, session 11)
+    fastest = {}
+    for r in got.values():
+        if r["timing"].get("ref_rounds_ms"):
+            fastest.setdefault(r["problem"], []).append(min(r["timing"]["ref_rounds_ms"]))
+    usual = {problem: statistics.median(v) for problem, v in fastest.items()}
     for name in HARMLESS:
         r = got[name]
         assert r["status"] == "ok" and not [f for f in r["flags"] if f["severity"] == "error"], (name, r["message"])
-        # the reference was not slowed from inside the candidate: its fastest round is the honest job's, within
+        # the reference was not slowed from inside the candidate: its fastest round is the usual one, within
         # noise (a sabotage slows every round; a busy 2-core box slows some)
-        fastest = min(r["timing"]["ref_rounds_ms"])
-        assert fastest < 1.6 * min(honest["timing"]["ref_rounds_ms"]), (name, r["timing"], honest["timing"])
+        assert min(r["timing"]["ref_rounds_ms"]) < 1.6 * usual[r["problem"]], \
+            (name, r["timing"]["ref_rounds_ms"], usual[r["problem"]])
         assert r["env"]["threads"] == honest["env"]["threads"]          # the judge's thread count is its own
         assert r["timing"]["speedup"] < 3.0 * honest["timing"]["speedup"], (name, r["timing"]["speedup"])
     assert got["env_secret"]["correctness"]["passed"] == got["env_secret"]["correctness"]["trials"]
