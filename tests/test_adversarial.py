@@ -82,12 +82,14 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
     assert ident["status"] == "integrity" and "library-heavy" in ident_flags or \
         ident["status"] == "ok" and ident["custom_share"] >= 0.5 and ident["timing"]["speedup"] < 1.0, \
         (ident["status"], sorted(ident_flags), ident["custom_share"], ident["timing"]["speedup"])
-    # a 10x clock lie in the first calls only: caught where it reaches the second timing, else priced at the
-    # witness batch by batch (it went through at 2x the honest speed before: one lying batch of a short timing)
+    # a 10x clock lie in the first calls only: caught where it reaches the second timing, else its lying round
+    # is priced at what the witness allows (2.4 ms calls in batches of two at ~1.0 ms on the 2-core box: the
+    # slack is large there), where unpriced it claimed a tenth. The speedup over two rounds is too noisy to
+    # tell those apart; the round is not
     first = got["lie_then_honest"]
     assert first["status"] == "integrity" and "timer-tampered" in {f["name"] for f in first["flags"]} or \
-        first["status"] == "ok" and first["timing"]["speedup"] < 2.0 * got["honest"]["timing"]["speedup"], \
-        (first["status"], first["message"][:300], first["timing"]["speedup"], got["honest"]["timing"]["speedup"])
+        first["status"] == "ok" and min(first["timing"]["cand_rounds_ms"]) > 0.3 * min(got["honest"]["timing"]["cand_rounds_ms"]), \
+        (first["status"], first["message"][:300], first["timing"]["cand_rounds_ms"], got["honest"]["timing"]["cand_rounds_ms"])
     cache = got["pointer_cache"]
     assert cache["status"] in ("integrity", "incorrect"), cache["message"]
     if cache["status"] == "integrity":
