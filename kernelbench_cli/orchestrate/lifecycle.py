@@ -11,13 +11,15 @@ to kbench, a child subreaper, and is killed after each build (sweep_orphans).
 """
 from __future__ import annotations
 
+import ctypes
+import os
 import signal
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
-from .reaper import kill_session
+from .reaper import kill_session, processes
 
 REAPER = str(Path(__file__).with_name("reaper.py"))
 
@@ -70,28 +72,11 @@ def become_subreaper() -> None:
     the build's session (setsid), outside what kill_session finds: it slowed the reference while the candidate
     was frozen, 1.7-3x speedups with no flag (red team, session 11). Here such a helper is our child once its
     parents are gone, and sweep_orphans() kills it after each build."""
-    import ctypes
     try:
         ok = ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError):
         ok = False
     _subreaper["on"] = ok
-
-
-def _orphans(me: int, sessions: set[int]) -> list[tuple[int, bool]]:
-    """(pid, is a zombie) of our children outside `sessions`."""
-    import os
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if len(fields) > 3 and fields[1] == str(me) and int(fields[3]) not in sessions:
-                found.append((int(entry), fields[0] == "Z"))
-    return found
 
 
 def sweep_orphans() -> list[int]:
@@ -101,28 +86,22 @@ def sweep_orphans() -> list[int]:
     itself stay in its session. A few passes (one may be forking)."""
     if not _subreaper["on"]:
         return []
+    me, killed = os.getpid(), []
     with spawning:
-        return _sweep()
-
-
-def _sweep() -> list[int]:
-    import os
-    me = os.getpid()
-    with _lock:
-        sessions = set(_groups) | {os.getsid(0)} | ({_reaper.pid} if _reaper is not None else set())
-    killed = []
-    for _ in range(3):
-        found = _orphans(me, sessions)
-        if not found:
-            break
-        for pid, zombie in found:
-            try:
-                if not zombie:
-                    os.kill(pid, signal.SIGKILL)
-                    killed.append(pid)
-                os.waitpid(pid, 0)
-            except OSError:
-                pass
+        with _lock:
+            sessions = set(_groups) | {os.getsid(0)} | ({_reaper.pid} if _reaper is not None else set())
+        for _ in range(3):
+            found = [(pid, state) for pid, state, ppid, sid in processes() if ppid == me and sid not in sessions]
+            if not found:
+                break
+            for pid, state in found:
+                try:
+                    if state != "Z":
+                        os.kill(pid, signal.SIGKILL)
+                        killed.append(pid)
+                    os.waitpid(pid, 0)
+                except OSError:
+                    pass
     return killed
 
 

@@ -13,18 +13,20 @@ import signal
 import sys
 
 
-def in_session(sid: int) -> list[int]:
-    found = []
+def processes():
+    """(pid, state, ppid, sid) of every process, from /proc."""
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat") as f:
                     fields = f.read().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
+                yield int(entry), fields[0], int(fields[1]), int(fields[3])
+            except (OSError, IndexError, ValueError):
                 continue
-            if len(fields) > 3 and fields[3] == str(sid) and fields[0] != "Z":
-                found.append(int(entry))
-    return found
+
+
+def in_session(sid: int) -> list[int]:
+    return [pid for pid, state, _, s in processes() if s == sid and state != "Z"]
 
 
 def kill_session(sid: int) -> None:
