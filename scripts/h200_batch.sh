@@ -77,9 +77,16 @@ if has seeds; then
   else wait "$pid56"; seed 0 level2/101_LayoutMix_FakeInt8_Linear 101; fi
   for j in "$ART"/check-*.json; do kb report "$ART/seeds/$(run_id "$j")" 2>&1 | tail -30; done
 fi
-if has bench; then
-  timed kb bench --all --gpus all --baselines eager,compile --out "$ART/bench" $CEIL --json \
-    --html "$ART/bench.html" --set timeouts.run_s=150 "$@" > "$ART/bench.json"
+if has bench; then   # into $RUNS (kept while the machine stays warm), cut after $BENCH_STOP_S s of this batch so that
+  # what it measured comes back; a later call with BENCH_RESUME=1 (machine still warm) runs only the jobs not recorded
+  last=$(ls -td "$RUNS"/bench/*/ 2>/dev/null | head -1)
+  resume=(); [[ -n "${BENCH_RESUME:-}" && -n "$last" ]] && resume=(--resume "$last")
+  timed timeout -s TERM $(( ${BENCH_STOP_S:-100000} - SECONDS )) python3 -m kernelbench_cli bench --all --gpus all \
+    --baselines eager,compile --out "$RUNS/bench" $CEIL --json --set timeouts.run_s=150 "${resume[@]}" "$@" \
+    > "$ART/bench.json"
+  last=$(ls -td "$RUNS"/bench/*/ | head -1)
+  cp "$last/results.jsonl" "$ART/bench-results.jsonl"
+  kb report "$last" --html "$ART/bench.html" 2>&1 | tail -60
 fi
 if has quality; then
   CUDA_VISIBLE_DEVICES=0 timed python3 scripts/bench_timing_quality.py --out "$RUNS/quality" \
