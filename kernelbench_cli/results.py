@@ -157,11 +157,20 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + f"-{int(time.time() * 1000) % 1000:03d}"
 
 
+WITHHELD = "until the run ends: later candidates of this problem are judged with them"
+
+
 class RunStore:
     """runs/<run-id>/: results.jsonl (appended per job), config.json, jobs/ (each job's logs).
 
     The parent is the only writer, and it keeps what it wrote: `verify()` puts the files back if anything
-    else changed them (a build process runs candidate code with write access to the file system)."""
+    else changed them (a build process runs candidate code with write access to the file system).
+
+    Secret seeds are written only when the run's processes are gone (`reveal()`): a problem's judge draws
+    them once and serves every candidate of the problem with them, and the run folder is readable by those
+    candidates, so a record holding them mid-run would let the next candidate rebuild its trial and variant
+    inputs with their answers (exploit sibling_seeds). A run killed with SIGKILL keeps its records without
+    them (the numbers stay; only the replay of those jobs is lost)."""
 
     def __init__(self, root: Path, run_id: str | None = None):
         self.run_id = run_id or new_run_id()
@@ -179,6 +188,7 @@ class RunStore:
             self.results_file.write_text(self._results)
         self._config: str | None = None
         self.restored = 0          # times the files had to be put back
+        self._withheld: list[tuple[str, str]] = []     # (line written, line with the seeds) until reveal()
 
     def write_config(self, config: dict) -> None:
         self._config = json.dumps(config, indent=2)
@@ -187,6 +197,11 @@ class RunStore:
     def append(self, result: Result) -> None:
         result.run_id = self.run_id
         line = result.to_json() + "\n"
+        if result.seeds.get("source") == "secret":
+            full, d = line, result.to_dict()
+            d["seeds"] = {"source": "secret", "withheld": WITHHELD}
+            line = json.dumps(d) + "\n"
+            self._withheld.append((line, full))
         self.verify()
         try:
             with open(self.results_file, "a") as f:
@@ -202,6 +217,19 @@ class RunStore:
                              f"earlier record(s) are intact; free space (or pass --out elsewhere) and rerun with "
                              f"--resume {self.dir}") from None
         self._results += line
+
+    def reveal(self) -> None:
+        """Put the withheld seeds into their records (one atomic rewrite): once no process of the run is left."""
+        if not self._withheld:
+            return
+        self.verify()
+        text = self._results
+        for line, full in self._withheld:
+            text = text.replace(line, full, 1)
+        tmp = self.results_file.with_name(self.results_file.name + ".reveal")
+        tmp.write_text(text)
+        tmp.replace(self.results_file)
+        self._results, self._withheld = text, []
 
     def verify(self) -> bool:
         """True if the files hold exactly what this store wrote; else rewrite them and count it."""

@@ -25,6 +25,7 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "output_reuse": ("integrity", {"output-reused"}),
     "token_call": ("integrity", {"no-custom-kernel"}),      # by the ablation: the call count is satisfied
     "seed_replay": ("incorrect", set()),
+    "sibling_seeds": ("incorrect", set()),     # finds its problem's seeds withheld in the run's records
     "shape_cache": ("incorrect", set()),
     "stale_by_one": ("incorrect", set()),
     "fork_worker": ("runtime-error", set()),

@@ -2,6 +2,7 @@
 --baseline/--fail-on-regression/--resume end to end on the CPU, and the A/A noise calibration."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import xml.etree.ElementTree as ET
@@ -373,3 +374,23 @@ def test_calibrate_noise_times_the_reference_against_itself(kbench, tmp_path):
     assert r["status"] == "ok" and r["candidate"] == "aa" and not [f for f in r["flags"] if f["severity"] == "error"]
     assert r["correctness"]["max_abs_err"] == 0.0 and r["timing"]["rounds"] >= 4
     assert (run / "jobs" / "aa-candidates" / "cpu" / "1_Add_ReLU" / "aa.py").is_file()
+
+
+def test_secret_seeds_stay_out_of_the_records_until_the_run_ends(tmp_path):
+    """A problem's seeds serve all its candidates, and the run folder is readable by them: a record must not
+    hold the seeds while the run goes on (exploit sibling_seeds); reveal() puts them in once it is over."""
+    secret = {"source": "secret", "init": 11, "trials": 22, "timing": 33, "variants": 44}
+    replay = {"source": "config", "init": 5, "trials": 6, "timing": 1005, "variants": 2005}
+    store = RunStore(tmp_path, "20261203-000000-001")
+    store.append(dataclasses.replace(result("a", (2.0, 2.1)), seeds=secret))
+    store.append(dataclasses.replace(result("b", (2.0, 2.1)), seeds=replay))      # --set seed=N: no secret
+    mid = [json.loads(line) for line in store.results_file.read_text().splitlines()]
+    assert mid[0]["seeds"] == {"source": "secret", "withheld": R.WITHHELD}
+    assert "22" not in json.dumps(mid[0]["seeds"]) and mid[1]["seeds"] == replay
+    assert store.verify()                  # what it wrote is what is there
+    store.reveal()
+    done = R.load_results(store.results_file)
+    assert [r.seeds for r in done] == [secret, replay] and store.verify()
+    store.append(dataclasses.replace(result("c", (2.0, 2.1)), seeds=secret))     # a later batch (the gate's rerun)
+    store.reveal()
+    assert [r.seeds for r in R.load_results(store.results_file)] == [secret, replay, secret]

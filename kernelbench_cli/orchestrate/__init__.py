@@ -39,6 +39,7 @@ def execute(jobs: list, cfg, device: str, store, console, build_only: bool = Fal
             if not store.verify() or store.restored:   # at the end, when no other process of the run is left
                 console.print(f"warning: {store.results_file} was changed by another process during the run "
                               f"({store.restored} time(s)); kbench restored what it had recorded", highlight=False)
+            store.reveal()         # the secret seeds, now that no candidate is left to read them
 
 
 def run_reference_only(mode: str, problems: list, cfg, device: str, store, console) -> list:
