@@ -29,7 +29,9 @@ error 3.6e-8 vs the reference's 5.0e-8), custom share 100% (prep_x 6% of it), no
 (results/H200/dev56-20261203-s11.txt, scripts/dev_kernel_56.py, CUDA events): 1.87 ms, 2.85x; CLUSTER = 1
 1.94 ms, 4 2.41 ms (the 4-CTA multicast costs more than the L2 traffic it saves), the bf16 and tf32 wgmmas
 grouped per stage instead of alternating 1.98 ms; without the correction 1.26 ms. 1.87 ms is 57% of the
-tensor peak, 55% of SOL by the memory floor. Written, not yet run on a GPU: PIPELINE = True splits the next
+tensor peak, 55% of SOL by the memory floor. This version in the whole-suite run with both baselines
+(results/H200/bench-20261203-s12.jsonl, quick.yaml): 1.88 ms vs eager 5.45 ms, 2.90x [2.88, 2.91], 2.98x over
+torch.compile, fp32 class, every generalisation class passed, no flag (54% of SOL). Written, not yet run on a GPU: PIPELINE = True splits the next
 stage's fragments while this stage's wgmmas run (ptxas allocates past the launch bound's 168 registers inside
 the consumers' setmaxnreg region: no spills; `python3 scripts/dev_kernel_56.py --variants cl2,cl2-pipe`).
 """
