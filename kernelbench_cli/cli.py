@@ -304,6 +304,24 @@ def calibrate_noise(problems: List[str] = typer.Argument(None, help="Problems to
     raise typer.Exit(calibrate(cfg, dev, probs, err if json else Console(), err, json))
 
 
+@app.command()
+def serve(config: Optional[Path] = ConfigOpt, device: Optional[str] = DeviceOpt,
+          set_: List[str] = typer.Option([], "--set", help=SetOpt.help)):
+    """Keep a warm server (torch imported) that starts reference processes for kbench commands on this
+    machine: a check no longer pays the python + torch import. Runs until Ctrl-C."""
+    from .build import build_env
+    from .orchestrate import lifecycle, warm
+    from .orchestrate.judges import reference_env
+    cfg, dev, _ = _setup(config, device, None, set_)
+    try:
+        code = warm.serve(reference_env(cfg, dev, build_env(cfg, dev, 1)), err)
+    except KeyboardInterrupt:
+        lifecycle.INTERRUPTED["signal"] = None
+        err.print("kbench serve: stopped", highlight=False)
+        code = 0
+    raise typer.Exit(code)
+
+
 CURRENT: dict = {"store": None}      # the run in progress, for the interrupt message
 
 
@@ -334,3 +352,6 @@ def main() -> None:
     finally:
         for note in dict.fromkeys(R.TORN):     # a results file's torn last line, skipped on reading
             err.print(f"warning: {note}", highlight=False, markup=False, soft_wrap=True)
+        from .orchestrate.warm import NOTICES  # why the warm server (kbench serve) was not used
+        for note in NOTICES:
+            err.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)

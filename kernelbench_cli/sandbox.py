@@ -76,6 +76,12 @@ def _prctl(option: int, arg: int = 0) -> int:
     return _libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0)
 
 
+def set_name(name: str) -> None:
+    """/proc/<pid>/comm (ps, top): which kbench process this is, whether exec'd or forked (a fork keeps its
+    parent's command line)."""
+    _libc.prctl(15, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)          # PR_SET_NAME
+
+
 def tie_to_parent(expected_parent: int | None = None) -> None:
     """Get SIGKILL when the parent dies; exit now if it already has (the fork-to-prctl window)."""
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -36,9 +37,13 @@ def descendants(pid: int) -> set[int]:
 
 
 def cmdline(pid: int) -> str:
+    """Its name (kbench's processes set kbench-judge, kbench-run...: a forked one keeps its parent's command
+    line) and its command line."""
     try:
+        with open(f"/proc/{pid}/comm") as f:
+            name = f.read().strip()
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace")
+            return name + " " + f.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
 
@@ -77,10 +82,10 @@ def test_a_stopped_kbench_leaves_no_process_behind(sig, build_cache, tmp_path):
                              "--device", "cpu", "--config", str(TEST_CONFIG), "--out", str(tmp_path / "runs"),
                              "--set", "timeouts.run_s=300"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    tree = wait_for(proc, "kernelbench_cli.candidate run", 300, "the job's candidate process never started")
+    tree = wait_for(proc, "kbench-run", 300, "the job's candidate process never started")
     time.sleep(3.0)                    # inside the hanging forward
     tree |= descendants(proc.pid)
-    assert any("kernelbench_cli.judge" in cmdline(p) for p in tree)
+    assert any("kbench-judge" in cmdline(p) for p in tree)
     os.kill(proc.pid, sig)
     out, errs = proc.communicate(timeout=30)
     assert_gone_within_5_s(tree)
@@ -180,3 +185,49 @@ def test_a_full_disk_while_results_are_written_is_one_clear_line_and_keeps_every
     assert text.endswith("\n") and len(text.splitlines()) == int(n)
     from kernelbench_cli.results import load_results
     assert [r.candidate for r in load_results(results)] == [f"c{i}" for i in range(int(n))]
+
+
+def test_the_warm_server_forks_reference_processes_that_die_with_the_kbench_that_asked(build_cache, tmp_path):
+    """`kbench serve`: a check's reference process is forked by the server (torch imported already), and
+    SIGKILL of that check takes the reference process and its candidates with it while the server lives on;
+    a check whose import-time environment differs is refused and starts its own, with a note; Ctrl-C stops
+    the server and everything of it."""
+    env = dict(os.environ, KBENCH_CACHE_DIR=str(build_cache), PYTHONPATH=str(ROOT),
+               KBENCH_SERVE_SOCKET=str(tmp_path / "serve" / "kbench.sock"))
+    server = subprocess.Popen([sys.executable, "-m", "kernelbench_cli", "serve"], cwd=ROOT, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    zygote: list[int] = []
+
+    def check(kernel: Path, trace: Path, **more) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "kernelbench_cli", "check", "cpu/1", "--kernel", str(kernel),
+                                 "--device", "cpu", "--config", str(TEST_CONFIG), "--out", str(tmp_path / "runs"),
+                                 "--set", "timeouts.run_s=300"], cwd=ROOT, env=dict(env, KBENCH_TRACE=str(trace), **more),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert "ready" in server.stderr.readline()
+        zygote = [p for p in descendants(server.pid) if "kbench-serve" in cmdline(p)]
+        hung = check(HANG, tmp_path / "hang.trace")
+        tree = wait_for(server, "kbench-run", 300, "no candidate process was forked under the server")
+        time.sleep(3.0)                                   # inside the hanging forward
+        tree = {p for p in descendants(server.pid) if "kbench-judge" in cmdline(p) or "kbench-run" in cmdline(p)}
+        assert "forked by the server" in (tmp_path / "hang.trace").read_text()
+        assert any("kbench-judge" in cmdline(p) for p in tree) and any("kbench-run" in cmdline(p) for p in tree)
+        assert not descendants(hung.pid) & tree
+        hung.kill()
+        hung.communicate(timeout=30)
+        assert_gone_within_5_s(tree)
+        assert zygote and all(alive(p) for p in zygote)    # the server serves on
+
+        ok = FIXTURES / "kernels" / "cpu" / "1_Add_ReLU" / "correct.py"
+        other = check(ok, tmp_path / "other.trace", OMP_NUM_THREADS="1")   # read at import: not the server's
+        _, errs = other.communicate(timeout=600)
+        assert other.returncode == 0 and "kbench serve refused" in errs, errs[-2000:]
+        assert "forked by the server" not in (tmp_path / "other.trace").read_text()
+        served = check(ok, tmp_path / "ok.trace")
+        out, errs = served.communicate(timeout=600)
+        assert served.returncode == 0 and "forked by the server" in (tmp_path / "ok.trace").read_text(), errs[-2000:]
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.communicate(timeout=30)
+    assert server.returncode == 0
+    assert_gone_within_5_s(set(zygote))

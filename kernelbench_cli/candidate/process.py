@@ -373,6 +373,7 @@ def warm(module, msg: dict, extensions: list) -> Reply | None:
 
 
 def main(argv: list[str]) -> int:
+    sandbox.set_name(f"kbench-{argv[0]}")
     os.chdir(os.environ.get("KBENCH_WORKDIR", "/"))
     return {"run": run_main, "build": build_main}[argv[0]]()
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .. import trace
 from ..channel import MAX_UNTRUSTED_MESSAGE, Channel, ChannelClosed, Reply, from_message
+from ..forking import fork_main, forkable
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 # What a candidate process may see of the environment: enough to find compilers, libraries and the GPU;
@@ -26,7 +27,7 @@ PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "LIBRARY_PATH",
              "CUDA_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "CC", "CXX", "OMP_NUM_THREADS",
              "MKL_NUM_THREADS", "MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_",
-             "NVIDIA_VISIBLE_DEVICES", "CUDA_MODULE_LOADING", "OMP_WAIT_POLICY")
+             "NVIDIA_VISIBLE_DEVICES", "CUDA_MODULE_LOADING", "OMP_WAIT_POLICY", "OPENBLAS_NUM_THREADS")
 
 
 class CandidateFailed(Exception):
@@ -68,10 +69,11 @@ def candidate_env(device: str, workdir: str, fd: int, extra: dict | None = None,
 
 class CandidateProcess:
     def __init__(self, device: str, log_path: Path, mode: str = "run", extra_env: dict | None = None,
-                 new_group: bool = False, hold: bool = False):
+                 new_group: bool = False, hold: bool = False, fork: bool = False):
         """new_group: a build process started by the parent gets a process group of its own; a candidate
         process started by the reference process stays in the reference process's group. hold: it imports
-        torch and waits for go() before it touches the device."""
+        torch and waits for go() before it touches the device. fork: start it as a fork of this process (torch
+        imported already: forking.py) where that is safe; only a caller holding no secret yet may ask."""
         self.device, self.log_path = device, Path(log_path)
         self.workdir = tempfile.mkdtemp(prefix="kbench-cand-")
         self.chan, theirs = Channel.pair()
@@ -79,12 +81,17 @@ class CandidateProcess:
         self.log = open(self.log_path, "w")
         env = candidate_env(device, self.workdir, theirs.fileno(), extra_env, hold)
         self.held = hold
-        self.proc = subprocess.Popen([sys.executable, "-m", "kernelbench_cli.candidate", mode], cwd=self.workdir,
-                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, env=env,
-                                     pass_fds=(theirs.fileno(),), start_new_session=new_group)
+        self.forked = fork and not forkable()
+        if self.forked:
+            from ..candidate.process import main
+            self.pid = fork_main(main, [mode], env, self.workdir, self.log.fileno(), theirs.fileno(), new_group)
+        else:
+            self.pid = subprocess.Popen([sys.executable, "-m", "kernelbench_cli.candidate", mode], cwd=self.workdir,
+                                        stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, env=env,
+                                        pass_fds=(theirs.fileno(),), start_new_session=new_group).pid
         theirs.close()
-        self.pid = self.proc.pid
-        trace.mark("judge" if mode == "run" else "parent", f"candidate {self.pid} {mode}: started")
+        trace.mark("judge" if mode == "run" else "parent",
+                   f"candidate {self.pid} {mode}: {'forked' if self.forked else 'started'}")
         self.exit_status: int | None = None     # as Popen.returncode: -signal or the exit code
         self.ready = False
         self.threads0: set[str] = set()
@@ -124,7 +131,6 @@ class CandidateProcess:
         if os.WIFSTOPPED(status):
             return True
         self.exit_status = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-        self.proc.returncode = self.exit_status
         return False
 
     def freeze(self) -> None:

@@ -57,6 +57,9 @@ class Judge:
         self.spares: list = []      # candidate processes for the jobs to come, oldest first
         self.paused: list = []      # spares stopped for a timed phase
         self.n = 0
+        # Until the problem is loaded this image holds no secret (no seeds, reference or outputs; an allow-listed
+        # environment), so candidate processes may be forks of it: torch imported already (forking.py)
+        self.pristine = True
 
     def failed(self, status: str, message: str, job: dict | None = None, phase: str = "done"):
         job = job or {}
@@ -67,7 +70,7 @@ class Judge:
         from .handle import CandidateProcess
         self.n += 1
         self.spares.append(CandidateProcess(self.device, self.logs / f"candidate-{os.getpid()}-{self.n}.log",
-                                            hold=hold))
+                                            hold=hold, fork=self.pristine))
 
     def keep_spares(self, left: int) -> None:
         """Candidate processes warming up (torch imported, device up) for the next `left` jobs, up to AHEAD:
@@ -97,17 +100,18 @@ class Judge:
 
     def serve(self) -> None:
         hold = bool(self.spec.get("hold"))
-        # first: they import torch and bring the device up while the problem loads. A held judge starts one
-        # (its imports run beside another problem's timed job) and the rest with its first job.
-        self.start_spare(hold)              # the first job's
-        for _ in range(0 if hold else min(int(self.spec.get("jobs", 1)) - 1, AHEAD[self.device == "cuda"])):
-            self.start_spare()
         from .. import results as R
         from .handle import CandidateFailed, log_tail
         from .reference import ProblemFailed, Reference
         from .session import Session
         from .sides import DeviceProbe, Flush
         trace.mark("judge", "imported")
+        # torch imported, nothing secret here yet: the candidate processes are forks of this image, and bring
+        # the device up while the problem loads. A held judge starts one (beside another problem's timed job)
+        # and the rest with its first job.
+        self.start_spare(hold)              # the first job's
+        for _ in range(0 if hold else min(int(self.spec.get("jobs", 1)) - 1, AHEAD[self.device == "cuda"])):
+            self.start_spare()
         first = None
         if hold:     # started ahead of its turn (torch imported): the device is another job's until a job comes
             first, _ = self.chan.recv()
@@ -124,6 +128,7 @@ class Judge:
 
         def load():
             nonlocal ref, error, probe, flush
+            self.pristine = False       # from here on it holds secrets: no more forks of it
             try:
                 ref = Reference(self.spec["problem_path"], self.cfg, self.device)
                 trace.mark("judge", "reference built")
@@ -236,6 +241,7 @@ class Judge:
 
 def main() -> int:
     trace.mark("judge", "python up")
+    sandbox.set_name("kbench-judge")
     sandbox.tie_to_parent(int(os.environ.get("KBENCH_PARENT_PID", "0")) or None)
     faulthandler.enable()
     from ..channel import Channel, ChannelClosed

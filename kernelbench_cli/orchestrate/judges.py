@@ -14,17 +14,55 @@ from pathlib import Path
 from .. import results as R
 from ..build import cache_dir, record_build, record_key, recorded_build
 from ..channel import Channel, ChannelClosed, Reply, from_message
-from ..judge.handle import PACKAGE_PARENT, CandidateProcess, describe_exit, log_tail
+from ..judge.handle import ENV_ALLOW, PACKAGE_PARENT, CandidateProcess, describe_exit, log_tail
 from ..results import BuildInfo, Result
 from .. import trace
-from . import lifecycle
+from . import lifecycle, warm
 from .plan import Job, JobSpec
 
 JUDGE_SETUP_S = 120      # beyond run_s: loading the problem, reference outputs and the fp64 oracle (first job)
+# What a reference process sees of the parent's environment: what torch, CUDA, Triton, compilers, caches and
+# kbench read, never the rest (tokens, credentials). Its first candidate processes are forks of it (forking.py),
+# and a fork's /proc/self/environ and memory are its parent's.
+JUDGE_ENV_NAMES = ENV_ALLOW + ("HOME", "USER", "LOGNAME", "TMPDIR", "LANG", "CPATH", "PYTHONPATH", "PYTHONHASHSEED",
+                               "VIRTUAL_ENV", "CONDA_PREFIX", "KBENCH_TRACE", "KBENCH_CACHE_DIR")
+JUDGE_ENV_PREFIXES = ("TORCH", "PYTORCH_", "TRITON_", "CUDA", "NVIDIA_", "CUBLAS", "CUDNN", "NCCL_", "OMP_", "KMP_",
+                      "GOMP_", "MKL_", "OPENBLAS_", "MALLOC_", "LC_", "XDG_")
+
+
+def reference_env(cfg, device: str, extra: dict | None = None) -> dict:
+    """The environment of a reference process (exec'd, or forked by `kbench serve`, which starts with this)."""
+    env = {k: v for k, v in os.environ.items() if (k in JUDGE_ENV_NAMES or k.startswith(JUDGE_ENV_PREFIXES))
+           and not any(w in k for w in ("TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "_KEY"))}
+    env.update({k: str(v) for k, v in (extra or {}).items() if v is not None})
+    # numpy's BLAS would start a thread pool at import: a reference process must stay one thread to fork
+    # (neither process times numpy's BLAS)
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # OpenMP workers that spin after a parallel region would steal the cores the other process is being
+    # timed on (the judge and its candidate take turns on the same CPU): both sleep at once instead.
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # glibc returns large freed blocks to the OS and takes them back on the next call, so a CPU timing
+    # swung with whether a call's buffers were page-faulted in again (2-6 ms for the same eager call on
+    # the CI box). Keeping freed memory in the heap, for both processes, makes every call see a warm
+    # allocator, as a long-running program would.
+    env.setdefault("MALLOC_MMAP_THRESHOLD_", str(32 << 20))
+    env.setdefault("MALLOC_TRIM_THRESHOLD_", str(1 << 40))
+    # torch.compile's baseline compiles the reference (inductor: ~10 s per problem on the H200, the largest
+    # share of a suite's harness time): its cache beside kbench's builds lasts as long as they do (a CI
+    # cache of KBENCH_CACHE_DIR), where its default under /tmp goes with the machine.
+    env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(cache_dir(cfg)) / "inductor"))
+    if device == "cpu" and cfg.timing.cpu_threads:
+        # equal, pinned thread counts for the reference and (inherited) its candidates: on a shared 2-core
+        # box a one-thread speedup moved ~4x less between runs than a two-thread one (README, CI gate)
+        env.update(OMP_NUM_THREADS=str(cfg.timing.cpu_threads), MKL_NUM_THREADS=str(cfg.timing.cpu_threads))
+    env.update(PYTHONPATH=os.pathsep.join(p for p in (PACKAGE_PARENT, os.environ.get("PYTHONPATH")) if p),
+               PYTHONUNBUFFERED="1", KBENCH_PARENT_PID=str(os.getpid()))
+    return env
 
 
 class JudgeClient:
-    """One reference process for one problem on one slot."""
+    """One reference process for one problem on one slot: forked by the warm server (`kbench serve`) if one
+    is up and matches, else a fresh python."""
 
     def __init__(self, problem_key: str, problem_path: str, cfg, device: str, env: dict, logs: Path,
                  mode: str = "serve", hold: bool = False, jobs: int = 1):
@@ -35,33 +73,16 @@ class JudgeClient:
         self.chan, theirs = Channel.pair()
         name = problem_key.replace("/", "_")
         self.log_path = logs / f"judge-{name}-{int(time.time() * 1000) % 10**8}.log"
-        full_env = dict(os.environ, **{k: str(v) for k, v in env.items() if v is not None})
-        # OpenMP workers that spin after a parallel region would steal the cores the other process is being
-        # timed on (the judge and its candidate take turns on the same CPU): both sleep at once instead.
-        full_env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-        # glibc returns large freed blocks to the OS and takes them back on the next call, so a CPU timing
-        # swung with whether a call's buffers were page-faulted in again (2-6 ms for the same eager call on
-        # the CI box). Keeping freed memory in the heap, for both processes, makes every call see a warm
-        # allocator, as a long-running program would.
-        full_env.setdefault("MALLOC_MMAP_THRESHOLD_", str(32 << 20))
-        full_env.setdefault("MALLOC_TRIM_THRESHOLD_", str(1 << 40))
-        # torch.compile's baseline compiles the reference (inductor: ~10 s per problem on the H200, the largest
-        # share of a suite's harness time): its cache beside kbench's builds lasts as long as they do (a CI
-        # cache of KBENCH_CACHE_DIR), where its default under /tmp goes with the machine.
-        full_env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(cache_dir(cfg)) / "inductor"))
-        if device == "cpu" and cfg.timing.cpu_threads:
-            # equal, pinned thread counts for the reference and (inherited) its candidates: on a shared 2-core
-            # box a one-thread speedup moved ~4x less between runs than a two-thread one (README, CI gate)
-            full_env.update(OMP_NUM_THREADS=str(cfg.timing.cpu_threads), MKL_NUM_THREADS=str(cfg.timing.cpu_threads))
-        full_env.update(PYTHONPATH=os.pathsep.join(p for p in (PACKAGE_PARENT, os.environ.get("PYTHONPATH")) if p),
-                        PYTHONUNBUFFERED="1", KBENCH_FD=str(theirs.fileno()), KBENCH_PARENT_PID=str(os.getpid()))
+        full_env = reference_env(cfg, device, env)
         with open(self.log_path, "w") as log, lifecycle.spawning:    # registered before a sweep can see it
-            self.proc = subprocess.Popen([sys.executable, "-m", "kernelbench_cli.judge"], stdin=subprocess.DEVNULL,
-                                         stdout=log, stderr=subprocess.STDOUT, env=full_env, pass_fds=(theirs.fileno(),),
-                                         start_new_session=True)
+            self.proc = warm.spawn(full_env, log, theirs)
+            if self.proc is None:
+                self.proc = subprocess.Popen([sys.executable, "-m", "kernelbench_cli.judge"], stdin=subprocess.DEVNULL,
+                                             stdout=log, stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),),
+                                             env=dict(full_env, KBENCH_FD=str(theirs.fileno())), start_new_session=True)
             lifecycle.register(self.proc.pid)
         theirs.close()
-        trace.mark("parent", f"judge {self.proc.pid} {problem_key}: started")
+        trace.mark("parent", f"judge {self.proc.pid} {problem_key}: {'forked by the server' if warm.served(self.proc) else 'started'}")
         self.chan.send({"op": "problem", "problem_path": str(Path(problem_path).resolve()) if problem_path else "", "problem_key": problem_key, "device": device,
                         "config": cfg.to_dict(), "logs": str(logs), "mode": mode, "hold": hold,
                         "jobs": jobs})
