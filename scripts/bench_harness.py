@@ -3,7 +3,8 @@ its target and writes them as JSON:
 
     python3 scripts/bench_harness.py --out harness.json [--check level1/6_GELU] [--skip-suite]
 
-1. warm `kbench check <problem> --config configs/quick.yaml`, command to exit (3 runs; target <= 6 s);
+1. warm `kbench check <problem> --config configs/quick.yaml`, command to exit (3 runs; target <= 6 s), with a
+   warm server (`kbench serve`, started here) and without one (KBENCH_SERVE=0): the ratio is printed;
 2. `kbench bench --all --baselines eager,compile` on one GPU: wall (target <= 300 s) and the median harness
    overhead per job, job wall minus its timing loop (target <= 2 s);
 3. candidates per hour on the level1 problems (default config; target >= 600): the bundled candidates once,
@@ -22,10 +23,24 @@ import time
 from pathlib import Path
 
 
-def kbench(*args, out: Path, trace: Path | None = None) -> tuple[float, dict | None]:
-    """One kbench command, command to exit; with `trace`, its KBENCH_TRACE timeline is written there."""
+SERVE_ENV: dict = {}        # KBENCH_SERVE_SOCKET of the server started here (none: KBENCH_SERVE=0)
+
+
+def start_server(runs: Path) -> subprocess.Popen:
+    """`kbench serve` on a socket of its own, once it says it is ready."""
+    sock = runs / "serve" / "kbench.sock"
+    SERVE_ENV["KBENCH_SERVE_SOCKET"] = str(sock)
+    proc = subprocess.Popen([sys.executable, "-m", "kernelbench_cli", "serve"], env=dict(os.environ, **SERVE_ENV),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    print(proc.stderr.readline().strip(), flush=True)
+    return proc
+
+
+def kbench(*args, out: Path, trace: Path | None = None, served: bool = True) -> tuple[float, dict | None]:
+    """One kbench command, command to exit; with `trace`, its KBENCH_TRACE timeline is written there;
+    through the server started here unless `served` is False."""
     cmd = [sys.executable, "-m", "kernelbench_cli", *args, "--out", str(out), "--json"]
-    env = dict(os.environ)
+    env = dict(os.environ, **(SERVE_ENV if served else {"KBENCH_SERVE": "0"}))
     if trace is not None:
         trace.unlink(missing_ok=True)
         env["KBENCH_TRACE"] = str(trace)
@@ -50,6 +65,7 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=4, help="also time level1 with this many copies of each "
                                                           "candidate (a batch of generated samples per problem)")
     ap.add_argument("--trace", help="folder for the KBENCH_TRACE timelines of the last check and of the suite")
+    ap.add_argument("--no-serve", action="store_true", help="no warm server (kbench serve) for any measure")
     ap.add_argument("extra", nargs="*", help="extra kbench arguments for every run (e.g. --set ...)")
     a = ap.parse_args()
     runs = Path(a.runs)
@@ -63,13 +79,18 @@ def main() -> int:
         Path(a.out).write_text(json.dumps(doc, indent=2))     # after every measure: a run cut short keeps its part
         print(f"{row[0]}: {row[1]} (target {row[2]})", flush=True)
 
+    server = None if a.no_serve else start_server(runs)
     if not a.skip_check:
         kbench("check", a.check, "--config", "configs/quick.yaml", *a.extra, out=runs)       # warm the cache
+        cold = [kbench("check", a.check, "--config", "configs/quick.yaml", *a.extra, out=runs, served=False)[0]
+                for _ in range(3)]
         walls = [kbench("check", a.check, "--config", "configs/quick.yaml", *a.extra, out=runs,
                         trace=traces / "check.trace" if traces and k == 2 else None)[0] for k in range(3)]
-        doc["check_quick_s"] = walls
-        save((f"warm check {a.check} (quick.yaml), command to exit", f"{statistics.median(walls):.1f} s", "<= 6 s",
-              statistics.median(walls) <= 6))
+        doc["check_quick_s"], doc["check_quick_no_server_s"] = walls, cold
+        save((f"warm check {a.check} (quick.yaml), command to exit, {'no server' if a.no_serve else 'kbench serve up'}",
+              f"{statistics.median(walls):.1f} s", "<= 6 s", statistics.median(walls) <= 6))
+        print(f"without a server: {statistics.median(cold):.1f} s; with / without = "
+              f"{statistics.median(walls) / statistics.median(cold):.2f}", flush=True)
 
     if not a.skip_suite:
         wall, res = kbench("bench", "--all", "--baselines", "eager,compile", *a.extra, out=runs,
@@ -109,6 +130,9 @@ def main() -> int:
             save((f"candidates per hour, level1, {samples} per candidate file ({n} jobs in {wall:.0f} s)",
                   f"{per_hour:.0f}", ">= 600", per_hour >= 600))
 
+    if server is not None:
+        server.terminate()
+        server.wait(30)
     width = max(len(r[0]) for r in rows)
     for what, got, target, ok in rows:
         print(f"{what:<{width}}  {got:>9}  target {target:<8} {'met' if ok else 'MISSED'}")

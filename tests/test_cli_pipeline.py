@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -53,7 +54,10 @@ def assert_spares_ahead_and_stopped_while_timed(trace):
     marks = sorted((float(t), event) for t, _, role, event in (line.split(" ", 3) for line in
                                                                trace.read_text().splitlines()) if role == "judge")
     first_job = next(n for n, (_, e) in enumerate(marks) if e.startswith("job ") and e.endswith("received"))
-    assert sum(e.endswith("run: started") for _, e in marks[:first_job]) == 2      # this job's and the next's
+    ahead = [e for _, e in marks[:first_job] if e.endswith(("run: started", "run: forked"))]
+    assert len(ahead) == 2                                                   # this job's and the next's
+    if shutil.which("nvidia-smi") is None:   # no CUDA driver to load with torch: forks of the judge (forking.py)
+        assert all(e.endswith("run: forked") for e in ahead), ahead
     paused, rounds = set(), 0
     for _, event in marks:
         if event.endswith(": paused"):

@@ -21,11 +21,18 @@ from collections import Counter
 from pathlib import Path
 
 import torch
-import torch.utils.cpp_extension as cpp_extension
 
 from ..integrity import kernel_names
 
 KEY_VERSION = 1   # bump when the key's recipe changes
+
+
+def _cpp_extension():
+    """torch.utils.cpp_extension, imported on first use: its import asks torch.cuda.is_available(), which
+    starts the CUDA driver (measured on the H200 host), and the reference process imports this module for
+    import_file before it forks candidate processes, which a started driver forbids (forking.py)."""
+    import torch.utils.cpp_extension as cpp_extension
+    return cpp_extension
 
 
 def import_file(path: str | os.PathLike, module_name: str):
@@ -140,11 +147,11 @@ class BuildInterceptor:
         self.failure: str | None = None       # compiler output of the first failed build
         self.calls: Counter = Counter()       # "ext.function" -> calls
         self.ablation = {"on": False}         # shared with every CountingModule (see there)
-        self._original = cpp_extension.load_inline
+        self._original = _cpp_extension().load_inline
         self._signature = inspect.signature(self._original)
 
     def install(self) -> None:
-        cpp_extension.load_inline = self.load_inline
+        _cpp_extension().load_inline = self.load_inline
 
     def key(self, args: dict) -> str:
         recipe = {k: args.get(k) for k in ("name", "cpp_sources", "cuda_sources", "sycl_sources", "functions",
@@ -195,4 +202,4 @@ class BuildInterceptor:
         if not record["cached"]:
             raise RuntimeError(f"extension '{a['name']}' was not built by the build phase under this key "
                                "(do its sources change between imports?)")
-        return cpp_extension._import_module_from_library(a["name"], str(build_dir), a.get("is_python_module", True))
+        return _cpp_extension()._import_module_from_library(a["name"], str(build_dir), a.get("is_python_module", True))
