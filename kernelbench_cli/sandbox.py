@@ -148,12 +148,24 @@ def _filter(table: dict, pid: int) -> list[bytes]:
     return prog
 
 
-def confine() -> bool:
-    """Install the candidate filter on every thread of this process; False where unsupported."""
-    table = TABLES.get(platform.machine())
-    if table is None:
-        return False
-    code = b"".join(_filter(table, os.getpid()))
+# A build process must fork compilers and write the build cache, so it keeps those; it loses what would let
+# it reach other processes: sockets (the warm server: red team, session 12, a build asked it for a reference
+# process with the server's capabilities), ptrace and cross-process memory, descriptors of other processes.
+BUILD_DENY = ("socket", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "io_uring_setup",
+              "io_uring_enter", "io_uring_register", "bpf", "mount", "umount2", "unshare", "setns", "init_module",
+              "finit_module", "delete_module", "kexec_load", "reboot", "open_by_handle_at")
+
+
+def _build_filter(table: dict) -> list[bytes]:
+    deny, allow = _stmt(RET, RET_ERRNO | EPERM), _stmt(RET, RET_ALLOW)
+    prog = [_stmt(LD, 4), _jump(JEQ, table["arch"], 1, 0), deny, _stmt(LD, 0), _jump(JGE, 0x40000000, 0, 1), deny]
+    for name in BUILD_DENY:
+        prog += [_jump(JEQ, table["deny"][name], 0, 1), deny]
+    prog.append(allow)
+    return prog
+
+
+def _install(code: bytes, table: dict) -> bool:
     buf = ctypes.create_string_buffer(code)
     prog = struct.pack("HxxxxxxP", len(code) // 8, ctypes.addressof(buf))   # struct sock_fprog
     if _prctl(PR_SET_NO_NEW_PRIVS, 1) != 0:
@@ -163,3 +175,18 @@ def confine() -> bool:
     if rc != 0:
         raise OSError(ctypes.get_errno(), f"seccomp filter refused ({os.strerror(ctypes.get_errno())})")
     return True
+
+
+def confine_build() -> bool:
+    """The build process's filter (BUILD_DENY), inherited by the compilers it runs; False where unsupported."""
+    table = TABLES.get(platform.machine())
+    return table is not None and _install(b"".join(_build_filter(table)), table)
+
+
+def confine() -> bool:
+    """Install the candidate filter on every thread of this process; False where unsupported."""
+    table = TABLES.get(platform.machine())
+    if table is None:
+        return False
+    return _install(b"".join(_filter(table, os.getpid())), table)
+

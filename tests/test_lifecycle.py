@@ -68,6 +68,17 @@ def wait_for(proc: subprocess.Popen, marker: str, timeout: float, why: str) -> s
     pytest.fail(why)
 
 
+def wait_for_mark(trace: Path, mark: str, timeout: float, why: str) -> None:
+    """Until the KBENCH_TRACE timeline has `mark` (candidate processes are forked before the build ends, so
+    one alive says nothing of where the job is; a kill mid-build is another test)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if trace.exists() and mark in trace.read_text():
+            return
+        time.sleep(0.1)
+    pytest.fail(why)
+
+
 def assert_gone_within_5_s(tree: set[int]) -> None:
     gone_by = time.time() + 5
     while time.time() < gone_by and any(alive(p) for p in tree):
@@ -77,13 +88,15 @@ def assert_gone_within_5_s(tree: set[int]) -> None:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_a_stopped_kbench_leaves_no_process_behind(sig, build_cache, tmp_path):
-    env = dict(os.environ, KBENCH_CACHE_DIR=str(build_cache), PYTHONPATH=str(ROOT))
+    env = dict(os.environ, KBENCH_CACHE_DIR=str(build_cache), PYTHONPATH=str(ROOT),
+               KBENCH_TRACE=str(tmp_path / "trace"))
     proc = subprocess.Popen([sys.executable, "-m", "kernelbench_cli", "check", "cpu/1", "--kernel", str(HANG),
                              "--device", "cpu", "--config", str(TEST_CONFIG), "--out", str(tmp_path / "runs"),
                              "--set", "timeouts.run_s=300"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     tree = wait_for(proc, "kbench-run", 300, "the job's candidate process never started")
-    time.sleep(3.0)                    # inside the hanging forward
+    wait_for_mark(tmp_path / "trace", "load done", 300, "the job never loaded its candidate")
+    time.sleep(1.0)                    # inside the hanging forward
     tree |= descendants(proc.pid)
     assert any("kbench-judge" in cmdline(p) for p in tree)
     os.kill(proc.pid, sig)
@@ -190,8 +203,8 @@ def test_a_full_disk_while_results_are_written_is_one_clear_line_and_keeps_every
 def test_the_warm_server_forks_reference_processes_that_die_with_the_kbench_that_asked(build_cache, tmp_path):
     """`kbench serve`: a check's reference process is forked by the server (torch imported already), and
     SIGKILL of that check takes the reference process and its candidates with it while the server lives on;
-    a check whose import-time environment differs is refused and starts its own, with a note; Ctrl-C stops
-    the server and everything of it."""
+    a check whose import-time environment differs is refused and starts its own, with a note; a build
+    process gets nothing from it; Ctrl-C stops the server and everything of it."""
     env = dict(os.environ, KBENCH_CACHE_DIR=str(build_cache), PYTHONPATH=str(ROOT),
                KBENCH_SERVE_SOCKET=str(tmp_path / "serve" / "kbench.sock"))
     server = subprocess.Popen([sys.executable, "-m", "kernelbench_cli", "serve"], cwd=ROOT, env=env,
@@ -208,7 +221,8 @@ def test_the_warm_server_forks_reference_processes_that_die_with_the_kbench_that
         zygote = [p for p in descendants(server.pid) if "kbench-serve" in cmdline(p)]
         hung = check(HANG, tmp_path / "hang.trace")
         tree = wait_for(server, "kbench-run", 300, "no candidate process was forked under the server")
-        time.sleep(3.0)                                   # inside the hanging forward
+        wait_for_mark(tmp_path / "hang.trace", "load done", 300, "the job never loaded its candidate")
+        time.sleep(1.0)                                   # inside the hanging forward
         tree = {p for p in descendants(server.pid) if "kbench-judge" in cmdline(p) or "kbench-run" in cmdline(p)}
         assert "forked by the server" in (tmp_path / "hang.trace").read_text()
         assert any("kbench-judge" in cmdline(p) for p in tree) and any("kbench-run" in cmdline(p) for p in tree)
@@ -226,8 +240,30 @@ def test_the_warm_server_forks_reference_processes_that_die_with_the_kbench_that
         served = check(ok, tmp_path / "ok.trace")
         out, errs = served.communicate(timeout=600)
         assert served.returncode == 0 and "forked by the server" in (tmp_path / "ok.trace").read_text(), errs[-2000:]
+
+        # a build process (candidate code at import) asking the server for a reference process of its own
+        asks = check(FIXTURES / "lifecycle" / "cpu" / "1_Add_ReLU" / "asks_the_server.py", tmp_path / "asks.trace")
+        asks.communicate(timeout=600)
+        asked = (tmp_path / "serve" / "asked.txt").read_text().splitlines()
+        assert asked and not [a for a in asked if a.startswith("served")], asked
     finally:
         server.send_signal(signal.SIGINT)
         server.communicate(timeout=30)
     assert server.returncode == 0
     assert_gone_within_5_s(set(zygote))
+
+
+def test_the_warm_server_serves_no_process_that_holds_less_than_it_does():
+    """What the server checks of a client (judge/zygote.py _peer_refused): a process under a build's seccomp
+    filter (or with fewer capabilities) would get a reference process with more than it has."""
+    from kernelbench_cli.judge.zygote import _peer_refused
+    assert _peer_refused(os.getpid()) == ""
+    confined = subprocess.Popen([sys.executable, "-c", "import sys, time; from kernelbench_cli import sandbox; "
+                                 "sandbox.confine_build(); print('ready', flush=True); time.sleep(60)"],
+                                cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, text=True)
+    try:
+        assert confined.stdout.readline().strip() == "ready"
+        assert "seccomp" in _peer_refused(confined.pid)
+    finally:
+        confined.kill()
+        confined.wait()

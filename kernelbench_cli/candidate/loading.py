@@ -9,6 +9,7 @@ if the candidate swallows the exception.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 
 import hashlib
 import importlib.util
@@ -25,6 +26,21 @@ import torch
 from ..integrity import kernel_names
 
 KEY_VERSION = 1   # bump when the key's recipe changes
+
+
+@contextlib.contextmanager
+def _build_lock(build_dir: Path):
+    """torch marks a build in progress with a `lock` file and waits while one exists, so a build killed mid-way
+    (kbench stopped, a build timeout) left every later build of that extension waiting until its timeout. A
+    flock, which dies with its holder, now guards the build: whoever holds it is the only builder, so a `lock`
+    file it finds is stale and goes."""
+    with open(build_dir / "kbench.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            (build_dir / "lock").unlink(missing_ok=True)
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _cpp_extension():
@@ -183,7 +199,11 @@ class BuildInterceptor:
         self.extensions.append(record)
         start = time.perf_counter()
         try:
-            module = self._original(**a) if self.compile else self._load_built(a, build_dir, record)
+            if self.compile:
+                with _build_lock(build_dir):
+                    module = self._original(**a)
+            else:
+                module = self._load_built(a, build_dir, record)
         except Exception as e:   # compiler or linker error: keep the output, then let the candidate see it
             self.failure = self.failure or f"{type(e).__name__}: {e}"
             record["cached"] = False

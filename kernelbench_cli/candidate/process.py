@@ -345,6 +345,7 @@ def build_main() -> int:
     faulthandler.enable()
     chan = Channel.from_fd(int(os.environ["KBENCH_FD"]))
     msg, _ = chan.recv()
+    sandbox.confine_build()              # compilers and cache writes stay; sockets, ptrace and the like do not
     opened: set = set()
     sys.addaudithook(lambda event, args: opened.add(os.path.abspath(args[0]))
                      if event == "open" and isinstance(args[0], str) else None)

@@ -18,6 +18,7 @@ allow-listed environments, never loads a problem, and forks before it reads anyt
 """
 from __future__ import annotations
 
+import ctypes
 import importlib
 import os
 import selectors
@@ -29,6 +30,7 @@ import time
 from .. import sandbox
 from ..channel import Channel, ChannelClosed
 from ..forking import fork_main, forkable
+from ..orchestrate.reaper import processes
 from ..warmth import fingerprint
 
 REQUEST_TIMEOUT_S = 5.0
@@ -53,58 +55,101 @@ def serve(path: str) -> int:
     print(f"ready {time.perf_counter() - t0:.1f}", flush=True)
     sel = selectors.DefaultSelector()
     sel.register(listener, selectors.EVENT_READ)
-    children: dict[int, socket.socket] = {}      # pid -> its client's connection
-    by_conn: dict[socket.socket, int] = {}
+    served: dict[int, tuple] = {}      # reference process pid -> (its client's connection, pidfd of the client)
 
-    def reap() -> None:
-        while True:              # every child, also those whose client is gone (else they stay zombies)
+    def end(pid: int, code: int | None = None) -> None:
+        """The reference process is gone (code) or must go (its client left): kill its session, tell the client."""
+        conn, peer = served.pop(pid)
+        if code is None:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            conn = children.pop(pid, None)
-            if conn is not None:
-                code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-                try:
-                    Channel(conn).send({"exit": code})
-                except OSError:
-                    pass
-                by_conn.pop(conn, None)
-                sel.unregister(conn)
-                conn.close()
+                os.killpg(pid, signal.SIGKILL)        # the reference process and its candidates
+            except OSError:
+                pass
+        else:
+            try:
+                Channel(conn).send({"exit": code})
+            except OSError:
+                pass
+        for f in (conn, peer):
+            sel.unregister(f)
+            f.close()
 
     while True:
         for key, _ in sel.select(timeout=0.2):
             if key.fileobj is listener:
                 conn, _ = listener.accept()
-                pid = _spawn(conn, mine)
-                if pid is None:
+                got = _spawn(conn, mine)
+                if got is None:
                     conn.close()
                     continue
-                children[pid], by_conn[conn] = conn, pid
-                sel.register(conn, selectors.EVENT_READ)
-            else:                                  # a client's connection: closed (or it spoke out of turn)
-                conn = key.fileobj
-                pid = by_conn.pop(conn, None)
-                sel.unregister(conn)
-                conn.close()
-                if pid is not None:
-                    children.pop(pid, None)
-                    try:
-                        os.killpg(pid, signal.SIGKILL)    # its session: the reference process and its candidates
-                    except OSError:
-                        pass
-        reap()
+                pid, peer = got
+                served[pid] = (conn, peer)
+                sel.register(conn, selectors.EVENT_READ, pid)
+                sel.register(peer, selectors.EVENT_READ, pid)
+            elif key.data in served:       # its client closed the connection, or the client process ended
+                end(key.data)              # (a client could hand its connection on to keep it open)
+        while True:                        # reap, and tell the clients how their reference processes ended
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            if pid in served:
+                end(pid, -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
+        _sweep(set(served))
 
 
-def _spawn(conn: socket.socket, mine: str) -> int | None:
-    """Read one request, fork its reference process, answer with its pid; None if refused."""
+def _sweep(live: set[int]) -> None:
+    """This process is a child subreaper: what a reference process's descendants orphan (one that left its
+    session with setsid, out of reach of the session kill) comes here, and is killed now."""
+    me = os.getpid()
+    for pid, state, ppid, sid in processes():
+        if ppid == me and pid not in live and state != "Z":
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _peer_refused(pid: int) -> str:
+    """Why a client must not get a reference process from here: it may not hold less than this process does,
+    or the reference process would have what its client has not (red team, session 12: a build process,
+    which runs candidate code without capabilities, got one with the server's and read the parent's memory)."""
+    try:
+        fields = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status") if ":" in line)
+        mine = dict(line.split(":", 1) for line in open("/proc/self/status") if ":" in line)
+    except OSError:
+        return "its process cannot be read"
+    theirs_caps, my_caps = int(fields["CapEff"], 16), int(mine["CapEff"], 16)
+    if my_caps & ~theirs_caps:
+        return "it holds fewer capabilities than the server"
+    if any(int(fields.get(k, "0")) > int(mine.get(k, "0")) for k in ("Seccomp", "NoNewPrivs")):
+        return "it runs under a seccomp filter the server has not (a kbench build or candidate process)"
+    return ""
+
+
+class _PidFd:
+    """A pidfd as a selectable object (readable once the process has ended)."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def _spawn(conn: socket.socket, mine: str) -> tuple[int, _PidFd] | None:
+    """Read one request, fork its reference process, answer with its pid; (pid, the client's pidfd), or None
+    if refused."""
     chan = Channel(conn, limit=1 << 20)
     try:
         creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
-        uid = int.from_bytes(creds[4:8], sys.byteorder)
+        peer, uid = int.from_bytes(creds[0:4], sys.byteorder), int.from_bytes(creds[4:8], sys.byteorder)
+        peer_fd = os.pidfd_open(peer)             # its end is what ends the reference process too
         msg, fds = chan.recv(REQUEST_TIMEOUT_S)
     except (OSError, ValueError, ChannelClosed, TimeoutError):
         return None
@@ -112,12 +157,15 @@ def _spawn(conn: socket.socket, mine: str) -> int | None:
         why = ""
         if uid != os.getuid():
             why = "another user"
+        elif _peer_refused(peer):
+            why = _peer_refused(peer)
         elif msg.get("op") != "judge" or len(fds) != 2:
             why = "not a request for a reference process"
         elif msg.get("fingerprint") != mine:
             why = "kbench's sources or the import-time environment changed since `kbench serve` started: restart it"
         if why:
             chan.send({"ok": False, "why": why})
+            os.close(peer_fd)
             return None
         chan_fd, log_fd = fds
         env = {str(k): str(v) for k, v in msg["env"].items()}
@@ -126,8 +174,9 @@ def _spawn(conn: socket.socket, mine: str) -> int | None:
         pid = fork_main(lambda argv: exit_now(main()), [], env, str(msg.get("cwd") or "/"), log_fd, chan_fd,
                         new_session=True)
         chan.send({"ok": True, "pid": pid})
-        return pid
+        return pid, _PidFd(peer_fd)
     except OSError:
+        os.close(peer_fd)
         return None
     finally:
         for fd in fds:
@@ -136,6 +185,7 @@ def _spawn(conn: socket.socket, mine: str) -> int | None:
 
 def main(argv: list[str]) -> int:
     sandbox.set_name("kbench-serve")
+    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)       # PR_SET_CHILD_SUBREAPER: see _sweep
     sandbox.tie_to_parent(int(os.environ.get("KBENCH_PARENT_PID", "0")) or None)   # dies with `kbench serve`
     return serve(argv[0])
 

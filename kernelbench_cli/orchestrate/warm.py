@@ -86,6 +86,7 @@ def spawn(env: dict, log, theirs: socket.socket) -> ServedProcess | None:
 def serve(env: dict, console) -> int:
     """`kbench serve`: start the server with a reference process's environment and wait (Ctrl-C stops it,
     and with it every reference process it forked)."""
+    from .. import sandbox
     from . import lifecycle
     path = socket_path()
     private_dir(path)
@@ -111,11 +112,8 @@ def serve(env: dict, console) -> int:
     console.print(f"kbench serve: ready in {time.perf_counter() - t0:.1f} s on {path}; kbench commands on this "
                   f"machine now start their reference processes from it. Ctrl-C stops it.", highlight=False)
     try:
-        while True:     # a subreaper (lifecycle): what its forks orphan comes here, and is reaped here
-            pid, status = os.waitpid(-1, 0)
-            if pid == proc.pid:
-                proc.returncode = os.waitstatus_to_exitcode(status)
-                return proc.returncode
+        with sandbox.not_dumpable():      # this process holds the caller's whole environment: unreadable by others
+            return _wait_for(proc)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -127,3 +125,12 @@ def serve(env: dict, console) -> int:
             path.unlink()
         except OSError:
             pass
+
+
+def _wait_for(proc: subprocess.Popen) -> int:
+    """Until the server ends; meanwhile reap whatever comes here (kbench is a subreaper: lifecycle)."""
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid == proc.pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return proc.returncode
