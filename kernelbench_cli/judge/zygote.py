@@ -18,7 +18,6 @@ allow-listed environments, never loads a problem, and forks before it reads anyt
 """
 from __future__ import annotations
 
-import ctypes
 import importlib
 import os
 import selectors
@@ -30,6 +29,7 @@ import time
 from .. import sandbox
 from ..channel import Channel, ChannelClosed
 from ..forking import fork_main, forkable
+from ..orchestrate.lifecycle import become_subreaper
 from ..orchestrate.reaper import processes
 from ..warmth import fingerprint
 
@@ -149,20 +149,15 @@ def _spawn(conn: socket.socket, mine: str) -> tuple[int, _PidFd] | None:
     try:
         creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
         peer, uid = int.from_bytes(creds[0:4], sys.byteorder), int.from_bytes(creds[4:8], sys.byteorder)
-        peer_fd = os.pidfd_open(peer)             # its end is what ends the reference process too
         msg, fds = chan.recv(REQUEST_TIMEOUT_S)
+        peer_fd = os.pidfd_open(peer)             # its end is what ends the reference process too
     except (OSError, ValueError, ChannelClosed, TimeoutError):
         return None
     try:
-        why = ""
-        if uid != os.getuid():
-            why = "another user"
-        elif _peer_refused(peer):
-            why = _peer_refused(peer)
-        elif msg.get("op") != "judge" or len(fds) != 2:
-            why = "not a request for a reference process"
-        elif msg.get("fingerprint") != mine:
-            why = "kbench's sources or the import-time environment changed since `kbench serve` started: restart it"
+        why = ("another user" if uid != os.getuid() else _peer_refused(peer)
+               or ("not a request for a reference process" if msg.get("op") != "judge" or len(fds) != 2 else "")
+               or ("kbench's sources or the import-time environment changed since `kbench serve` started: restart it"
+                   if msg.get("fingerprint") != mine else ""))
         if why:
             chan.send({"ok": False, "why": why})
             os.close(peer_fd)
@@ -185,7 +180,7 @@ def _spawn(conn: socket.socket, mine: str) -> tuple[int, _PidFd] | None:
 
 def main(argv: list[str]) -> int:
     sandbox.set_name("kbench-serve")
-    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)       # PR_SET_CHILD_SUBREAPER: see _sweep
+    become_subreaper()                             # see _sweep
     sandbox.tie_to_parent(int(os.environ.get("KBENCH_PARENT_PID", "0")) or None)   # dies with `kbench serve`
     return serve(argv[0])
 

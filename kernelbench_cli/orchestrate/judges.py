@@ -24,7 +24,7 @@ JUDGE_SETUP_S = 120      # beyond run_s: loading the problem, reference outputs 
 # What a reference process sees of the parent's environment: what torch, CUDA, Triton, compilers, caches and
 # kbench read, never the rest (tokens, credentials). Its first candidate processes are forks of it (forking.py),
 # and a fork's /proc/self/environ and memory are its parent's.
-JUDGE_ENV_NAMES = ENV_ALLOW + ("HOME", "USER", "LOGNAME", "TMPDIR", "LANG", "CPATH", "PYTHONPATH", "PYTHONHASHSEED",
+JUDGE_ENV_NAMES = ENV_ALLOW + ("HOME", "USER", "LOGNAME", "TMPDIR", "CPATH", "PYTHONPATH", "PYTHONHASHSEED",
                                "VIRTUAL_ENV", "CONDA_PREFIX", "KBENCH_TRACE", "KBENCH_CACHE_DIR")
 JUDGE_ENV_PREFIXES = ("TORCH", "PYTORCH_", "TRITON_", "CUDA", "NVIDIA_", "CUBLAS", "CUDNN", "NCCL_", "OMP_", "KMP_",
                       "GOMP_", "MKL_", "OPENBLAS_", "MALLOC_", "LC_", "XDG_")
