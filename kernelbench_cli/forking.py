@@ -11,11 +11,15 @@ What makes that safe, and when it is refused (then the caller exec's, as before)
   process forks candidate processes before it loads the problem and draws its seeds), and its environment
   is already an allow-list (orchestrate/judges.py judge_env), because the child's /proc/self/environ and
   memory are the forking process's;
-- no CUDA driver in the image (libcuda not mapped: a forked CUDA context is unusable in the child), and
-  one thread only (a lock held by another thread at fork would never be released in the child).
+- no initialised CUDA driver in the image (a forked CUDA context is unusable in the child). libcuda may be
+  mapped (on the H200 host `import torch` maps it) as long as cuInit never ran: the driver then answers
+  CUDA_ERROR_NOT_INITIALIZED to a query, without initialising itself, and the child's own cuInit is its first;
+- one thread only (a lock held by another thread at fork would never be released in the child; cuInit
+  starts driver threads, so this also refuses an initialised driver the query could not see).
 """
 from __future__ import annotations
 
+import ctypes
 import gc
 import os
 import sys
@@ -34,9 +38,23 @@ def forkable() -> str:
         return f"cannot read /proc/self ({e})"
     if threads != 1:
         return f"{threads} threads"
-    if cuda:
-        return "the CUDA driver is loaded"
+    if cuda and _driver_state() != CUDA_ERROR_NOT_INITIALIZED:
+        return "the CUDA driver is initialised"
     return ""
+
+
+CUDA_ERROR_NOT_INITIALIZED = 3
+
+
+def _driver_state() -> int:
+    """cuDeviceGetCount's return code from the libcuda already mapped here (RTLD_NOLOAD: never loads it):
+    3 until cuInit has run, 0 after; -1 if it cannot be asked."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+        count = ctypes.c_int(0)
+        return int(lib.cuDeviceGetCount(ctypes.byref(count)))
+    except (OSError, AttributeError):
+        return -1
 
 
 def fork_main(main, argv: list[str], env: dict, cwd: str, log_fd: int, keep_fd: int, new_session: bool) -> int:

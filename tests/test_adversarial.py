@@ -45,6 +45,9 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "pool_prefix": ("integrity", {"cached-result"}),
     # generalisation trials (issue 17): a kernel that answers the variants by another path
     "variant_fallback": ("integrity", {"generalisation", "library-heavy"}),   # its isfinite checks: aten time
+    # session 13: a forward that tests its kernel's result and fails under the ablation proves nothing
+    "exit_on_noise": ("integrity", {"no-custom-kernel"}),      # (its exit also skipped the attribution)
+    "raise_on_noise": ("integrity", {"no-custom-kernel", "library-heavy"}),
 }
 HARMLESS = ("set_threads", "gc_sabotage_reference", "forge_results", "env_secret",   # must pass like `honest`
             "state_probe", "clock_swap_cpp",    # (clock_swap_cpp: the candidate process's clock was bound first)

@@ -41,21 +41,30 @@ def test_cuda_batch_failures_and_exploits(kbench):
     assert code == 1
 
 
-def test_an_event_clock_lie_on_a_short_kernel_is_made_harmless(kbench):
-    """A Python-level patch of torch.cuda.Event.elapsed_time (10x short) on a 0.03 ms kernel, where the witness
-    cannot resolve the lie: the candidate process times with torch's C-level event functions bound before the
-    candidate's import (candidate/clocks.py), so the patch is not seen and the speedup is the honest kernel's."""
+def test_event_clock_lies_on_a_short_kernel_are_made_harmless(kbench):
+    """Two 10x lies about the CUDA event clock on a 0.03 ms kernel, shorter than the witness resolves per call:
+    a Python-level patch of torch.cuda.Event.elapsed_time is not seen (the candidate process times with torch's
+    C-level event functions bound before the candidate's import, candidate/clocks.py); a native rewrite of
+    libcudart's cudaEventElapsedTime is seen by those too, and must be caught by the witness or priced at it
+    (integrity.witnessed_per_call: a batch costs at least what its wall allows). Either way the speedup
+    stays near the honest kernel's."""
     fixtures = FIXTURES / "cuda_kernels" / "cpu" / "1_Add_ReLU"
     code, doc = kbench.json("bench", "cpu/1", "--device", "cuda", "--kernel", fixtures / "event_clock.py",
-                            "--kernel", fixtures / "correct.py", *CUDA_FIXTURES)
+                            "--kernel", fixtures / "event_hook_short.py", "--kernel", fixtures / "correct.py",
+                            *CUDA_FIXTURES)
     got = by_candidate(doc)
-    clock, honest = got["event_clock"], got["correct"]
-    if clock["status"] == "integrity":          # (the witness may still see it: caught is fine too)
-        assert "timer-tampered" in {f["name"] for f in clock["flags"]}, brief(clock)
-        return
-    assert clock["status"] == "ok", brief(clock)
-    ratio = clock["timing"]["speedup"] / honest["timing"]["speedup"]
-    assert 0.4 < ratio < 2.5, (clock["timing"]["speedup"], honest["timing"]["speedup"])   # (the lie: ~10x)
+    honest = got["correct"]
+    assert honest["status"] == "ok" and not honest["flags"], brief(honest)
+    for name in ("event_clock", "event_hook_short"):
+        lie = got[name]
+        if lie["status"] == "integrity":          # (the witness saw it: caught is fine too)
+            assert "timer-tampered" in {f["name"] for f in lie["flags"]}, brief(lie)
+            continue
+        assert lie["status"] == "ok", brief(lie)
+        ratio = lie["timing"]["speedup"] / honest["timing"]["speedup"]
+        print(f"{name}: speedup {lie['timing']['speedup']:.3f} vs honest {honest['timing']['speedup']:.3f} "
+              f"(ratio {ratio:.2f}, the lie asks 10x)")
+        assert 0.4 < ratio < 1.6, (name, lie["timing"]["speedup"], honest["timing"]["speedup"])
 
 
 def test_a_native_event_clock_hook_is_caught_by_the_witness(kbench):

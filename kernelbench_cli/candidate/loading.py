@@ -69,7 +69,12 @@ def noise_like(out):
     if isinstance(out, torch.Tensor):
         if out.is_floating_point() or out.is_complex():
             return torch.randn_like(out) * 1e3
-        return torch.randint_like(out, 0, 2) if out.dtype == torch.bool else torch.randint_like(out, -100, 100)
+        if out.dtype == torch.bool or out.numel() < 2:
+            return torch.randint_like(out, 0, 2)
+        # integers are often indices: its own values shuffled stay in range, so an honest forward that
+        # gathers with them survives (a forward that fails under the ablation is flagged, judge/evidence.py)
+        flat = out.detach().reshape(-1)
+        return flat[torch.randperm(flat.numel(), device=flat.device)].reshape(out.shape)
     if isinstance(out, (list, tuple)):
         return type(out)(noise_like(o) for o in out)
     return out
@@ -87,7 +92,9 @@ def _float_tensors(args, kwargs) -> list:
 
 
 def _bytes(t: torch.Tensor) -> torch.Tensor:
-    return t.detach().reshape(-1).view(torch.uint8)
+    """t's values as bytes (NaN payloads compare too). contiguous() first: a strided view (a layout trial's
+    argument, a 1-D slice with a step) cannot be viewed as bytes in place."""
+    return t.detach().contiguous().reshape(-1).view(torch.uint8)
 
 
 def ablated(fn, args, kwargs):

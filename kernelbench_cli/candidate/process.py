@@ -345,9 +345,8 @@ def build_main() -> int:
     faulthandler.enable()
     chan = Channel.from_fd(int(os.environ["KBENCH_FD"]))
     msg, _ = chan.recv()
-    if os.environ.get("KBENCH_DEVICE", "cpu") == "cpu":   # CUDA builds (nvcc, Triton's warm-up on the GPU) get it
-        sandbox.confine_build()          # once a GPU run has shown they need none of it; compilers and cache writes
-        #                                  stay, sockets, ptrace and the like do not
+    sandbox.confine_build()      # compilers (nvcc too), cache writes and Triton's warm-up on the GPU stay;
+    #                              sockets, ptrace and the like do not
     opened: set = set()
     sys.addaudithook(lambda event, args: opened.add(os.path.abspath(args[0]))
                      if event == "open" and isinstance(args[0], str) else None)

@@ -52,9 +52,16 @@ def ablation(s) -> bool:
     synchronize(s.device)
     try:
         reply, _ = s.cand.call({"op": "ablate"}, s.call_timeout(), "ablation")
-    except CandidateFailed as e:      # noise made it raise or crash: its compiled results mattered
-        c.ablation = f"output changed (the forward failed on noise: {e.status})"
-        return e.status != "timeout" and s.cand.alive()
+    except CandidateFailed as e:
+        # Not a proof: a forward can test what its compiled call returned against torch and raise or exit on
+        # noise (exit_on_noise: torch did the work, and an exit also skipped the attribution). Honest code
+        # survives noise: floats stay floats, integer results are shuffled, not out of range (noise_like).
+        c.ablation = f"failed ({e.status}) with its compiled results replaced by noise"
+        s.flags.add(integrity.flag("no-custom-kernel", f"the forward failed ({e.status}: {e.message[:160]}) when "
+                                   "every compiled function's result was replaced by noise, so nothing shows "
+                                   "that the compiled code computes the output; a forward must compute with "
+                                   "what its kernels return, not check them"))
+        return e.status not in ("timeout", "crash") and s.cand.alive()
     if reply.build.get("extensions"):
         s.result.build.extensions = reply.build["extensions"]     # (what it says it ran: e.g. Triton configs)
     if not reply.each:
