@@ -46,7 +46,6 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     # generalisation trials (issue 17): a kernel that answers the variants by another path
     "variant_fallback": ("integrity", {"generalisation", "library-heavy"}),   # its isfinite checks: aten time
     # session 13: a forward that tests its kernel's result and fails under the ablation proves nothing
-    "exit_on_noise": ("integrity", {"no-custom-kernel"}),      # (its exit also skipped the attribution)
     "raise_on_noise": ("integrity", {"no-custom-kernel", "library-heavy"}),
 }
 HARMLESS = ("set_threads", "gc_sabotage_reference", "forge_results", "env_secret",   # must pass like `honest`
@@ -76,6 +75,11 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
     assert not wrong, (sorted(wrong), wrong)
     # pointer caching: caught either by the timed-buffer re-check or, if a trial reuses a freed address,
     # by the trials themselves; never passes
+    # exit_on_noise: no-custom-kernel where its trigger fires (the default config: ok with no flag before session
+    # 13's rule), library-heavy where it does not, a crash where it fires early: never ok
+    eon = got["exit_on_noise"]
+    assert eon["status"] == "crash" or (eon["status"] == "integrity" and {"no-custom-kernel", "library-heavy"} &
+                                        {f["name"] for f in eon["flags"]}), (eon["status"], eon["flags"])
     lie = got["median_lie"]      # deferred work never done (wrong), or done and seen by the witness's mean
     assert lie["status"] in ("integrity", "incorrect"), (lie["status"], lie["flags"], lie["message"][:300])
     # torch computes, a memcpy "kernel" copies: library-heavy where the copy is under half the call (the 2-core

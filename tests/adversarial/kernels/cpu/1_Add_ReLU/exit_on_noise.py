@@ -3,7 +3,9 @@ checks against torch. When it is not what the kernel computes (the ablation's no
 come one after another, after their trials, and it answers them zeros (the output changed); the plain
 ablation comes after the timed calls, so noise after many clean calls since the last noise makes the
 process exit at once: the ablation "failed on noise", which read as "output changed", and the attribution
-profile after it never ran. Torch does the real
+profile after it never ran. (Its trigger counts clean calls, so it fires only where the timing makes more than
+ten calls between the variants' ablations and the plain one: the default config; tests/test_adversarial.py
+asserts only that it never passes.) Torch does the real
 work. It was ok with no flag; a forward that fails under the ablation now proves nothing: no-custom-kernel."""
 import runpy
 from pathlib import Path
