@@ -41,6 +41,8 @@ def test_cuda_batch_failures_and_exploits(kbench):
     assert code == 1
 
 
+@pytest.mark.xfail(reason="open hole (issue 16), H200 2026-12-03: the native hook on a 0.03 ms kernel passed at "
+                          "8.7x and 13.6x the honest speedup, ok, no flag: results/H200/pytest-gpu-20261203-s13.txt")
 def test_event_clock_lies_on_a_short_kernel_are_made_harmless(kbench):
     """Two 10x lies about the CUDA event clock on a 0.03 ms kernel, shorter than the witness resolves per call:
     a Python-level patch of torch.cuda.Event.elapsed_time is not seen (the candidate process times with torch's
