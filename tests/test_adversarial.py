@@ -73,13 +73,13 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
             wrong[name] = (r["status"], sorted(raised), r["message"][:300], r["custom_share"], r["custom_share_top"],
                            r["correctness"]["ablation"])
     assert not wrong, (sorted(wrong), wrong)
-    # pointer caching: caught either by the timed-buffer re-check or, if a trial reuses a freed address,
-    # by the trials themselves; never passes
     # exit_on_noise: no-custom-kernel where its trigger fires (the default config: ok with no flag before session
     # 13's rule), library-heavy where it does not, a crash where it fires early: never ok
     eon = got["exit_on_noise"]
     assert eon["status"] == "crash" or (eon["status"] == "integrity" and {"no-custom-kernel", "library-heavy"} &
                                         {f["name"] for f in eon["flags"]}), (eon["status"], eon["flags"])
+    # pointer caching: caught either by the timed-buffer re-check or, if a trial reuses a freed address,
+    # by the trials themselves; never passes
     lie = got["median_lie"]      # deferred work never done (wrong), or done and seen by the witness's mean
     assert lie["status"] in ("integrity", "incorrect"), (lie["status"], lie["flags"], lie["message"][:300])
     # torch computes, a memcpy "kernel" copies: library-heavy where the copy is under half the call (the 2-core

@@ -41,32 +41,38 @@ def test_cuda_batch_failures_and_exploits(kbench):
     assert code == 1
 
 
-@pytest.mark.xfail(reason="open hole (issue 16), H200 2026-12-03: the native hook on a 0.03 ms kernel passed at "
-                          "8.7x and 13.6x the honest speedup, ok, no flag: results/H200/pytest-gpu-20261203-s13.txt")
-def test_event_clock_lies_on_a_short_kernel_are_made_harmless(kbench):
-    """Two 10x lies about the CUDA event clock on a 0.03 ms kernel, shorter than the witness resolves per call:
-    a Python-level patch of torch.cuda.Event.elapsed_time is not seen (the candidate process times with torch's
-    C-level event functions bound before the candidate's import, candidate/clocks.py); a native rewrite of
-    libcudart's cudaEventElapsedTime is seen by those too, and must be caught by the witness or priced at it
-    (integrity.witnessed_per_call: a batch costs at least what its wall allows). Either way the speedup
-    stays near the honest kernel's."""
+def short_kernel_lie(kbench, name: str) -> None:
+    """A 10x lie about the CUDA event clock (fixture `name`) beside the honest kernel on cpu/1 (a 0.03 ms kernel,
+    shorter than the witness resolves per call): caught (timer-tampered), or its speedup near the honest one."""
     fixtures = FIXTURES / "cuda_kernels" / "cpu" / "1_Add_ReLU"
-    code, doc = kbench.json("bench", "cpu/1", "--device", "cuda", "--kernel", fixtures / "event_clock.py",
-                            "--kernel", fixtures / "event_hook_short.py", "--kernel", fixtures / "correct.py",
-                            *CUDA_FIXTURES)
+    code, doc = kbench.json("bench", "cpu/1", "--device", "cuda", "--kernel", fixtures / f"{name}.py",
+                            "--kernel", fixtures / "correct.py", *CUDA_FIXTURES)
     got = by_candidate(doc)
-    honest = got["correct"]
+    honest, lie = got["correct"], got[name]
     assert honest["status"] == "ok" and not honest["flags"], brief(honest)
-    for name in ("event_clock", "event_hook_short"):
-        lie = got[name]
-        if lie["status"] == "integrity":          # (the witness saw it: caught is fine too)
-            assert "timer-tampered" in {f["name"] for f in lie["flags"]}, brief(lie)
-            continue
-        assert lie["status"] == "ok", brief(lie)
-        ratio = lie["timing"]["speedup"] / honest["timing"]["speedup"]
-        print(f"{name}: speedup {lie['timing']['speedup']:.3f} vs honest {honest['timing']['speedup']:.3f} "
-              f"(ratio {ratio:.2f}, the lie asks 10x)")
-        assert 0.4 < ratio < 1.6, (name, lie["timing"]["speedup"], honest["timing"]["speedup"])
+    if lie["status"] == "integrity":          # (the witness saw it: caught is fine too)
+        assert "timer-tampered" in {f["name"] for f in lie["flags"]}, brief(lie)
+        return
+    assert lie["status"] == "ok", brief(lie)
+    ratio = lie["timing"]["speedup"] / honest["timing"]["speedup"]
+    print(f"{name}: speedup {lie['timing']['speedup']:.3f} vs honest {honest['timing']['speedup']:.3f} "
+          f"(ratio {ratio:.2f}, the lie asks 10x)")
+    assert 0.4 < ratio < 1.6, (name, lie["timing"]["speedup"], honest["timing"]["speedup"])
+
+
+def test_a_python_event_clock_patch_on_a_short_kernel_is_harmless(kbench):
+    """torch.cuda.Event.elapsed_time patched in Python is not seen: the candidate process times with torch's
+    C-level event functions bound before the candidate's import (candidate/clocks.py)."""
+    short_kernel_lie(kbench, "event_clock")
+
+
+@pytest.mark.xfail(strict=True, reason="open hole (issue 16), H200 2026-12-03: the native hook on a 0.03 ms kernel "
+                   "passed at 8.7x and 13.6x the honest speedup, ok, no flag: results/H200/pytest-gpu-20261203-s13.txt")
+def test_a_native_event_clock_hook_on_a_short_kernel_is_caught_or_priced_at_the_witness(kbench):
+    """libcudart's cudaEventElapsedTime rewritten natively is seen by the bound event functions too; it must be
+    caught by the witness or priced at it (integrity.witnessed_per_call: a batch costs at least what its wall
+    allows)."""
+    short_kernel_lie(kbench, "event_hook_short")
 
 
 def test_a_native_event_clock_hook_is_caught_by_the_witness(kbench):

@@ -314,15 +314,17 @@ def run(s) -> None:
             if entry["passed"] < entry["trials"]:
                 continue
             reply = _send(s, v, "ablate")
-            if isinstance(reply, str):       # raised on noise: a test of its kernel, not a proof (evidence.py)
-                entry["passed"] -= 1
-                entry["detail"] = (f"{v.name} inputs: the {reply} with the compiled results replaced by noise (the "
-                                   "ablation), so nothing shows the kernel computed them")
-            elif _verdict(s, v, reply, ablated=True)[0] is None:
-                entry["passed"] -= 1
-                entry["detail"] = (f"{v.name} inputs: still right with the compiled results replaced by noise (the "
-                                   "ablation): another path answered them, not the kernel")
             trace.mark("judge", f"variant ablation {cls}")
+            if isinstance(reply, str):       # raised on noise: a test of its kernel, not a proof (evidence.py)
+                why = f"the {reply} with the compiled results replaced by noise (the ablation), so nothing shows " \
+                      "the kernel computed them"
+            elif _verdict(s, v, reply, ablated=True)[0] is None:
+                why = "still right with the compiled results replaced by noise (the ablation): another path " \
+                      "answered them, not the kernel"
+            else:
+                continue
+            entry["passed"] -= 1
+            entry["detail"] = f"{v.name} inputs: {why}"
     c.variants = summary
     failed = {cls: e["detail"] for cls, e in summary.items() if e["passed"] < e["trials"]}
     for f in policy_flags(failed, s.cfg):
