@@ -103,7 +103,7 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
     if cache["status"] == "integrity":
         assert "cached-result" in {f["name"] for f in cache["flags"]}
     assert set(got) == set(EXPECTED) | {"pointer_cache", "median_lie", "lie_then_honest", "identity_after_torch",
-                                        "honest"} | set(HARMLESS) | set(HONEST_TWINS)
+                                        "honest", "exit_on_noise"} | set(HARMLESS) | set(HONEST_TWINS)
     for name in HONEST_TWINS:
         assert got[name]["status"] == "ok" and got[name]["flags"] == [], (name, got[name]["message"])
         assert got[name]["correctness"]["precision_class"] == "fp32"
