@@ -29,6 +29,7 @@ class TimingConfig:
     warmup_calls: int = 3          # at least this many untimed calls first (lazy init, autotuning, caches)
     warmup_ms: float = 25.0        # ...and at least this long, so clocks ramp up before sampling
     samples_per_round: int = 5     # samples per side per round; a round's value is their median
+    batch_ms: float = 2.0          # reference work per witnessed hand-over of candidate calls (more: finer witness)
     min_rounds: int = 6            # never decide on fewer rounds than this
     max_rounds: int = 60
     ci_target: float = 0.01        # stop once the 95% CI half-width of the speedup is under this (relative)
@@ -176,9 +177,9 @@ def _validate(cfg: Config, where: str) -> None:
         raise InputError(f"{where}: trials: must be >= 1, got {cfg.trials}")
     t = cfg.timing
     if t.samples_per_round < 1 or t.min_rounds < 2 or t.max_rounds < t.min_rounds or t.input_sets < 1 \
-            or t.cpu_threads < 0:
+            or t.cpu_threads < 0 or not 0 < t.batch_ms <= 1000:
         raise InputError(f"{where}: timing: need samples_per_round >= 1, 2 <= min_rounds <= max_rounds, "
-                         "input_sets >= 1, cpu_threads >= 0")
+                         "input_sets >= 1, cpu_threads >= 0, 0 < batch_ms <= 1000")
     if not 0 < cfg.compare.tau < 1 or cfg.compare.rerun_rounds_factor < 1 or \
             not 0 <= cfg.compare.between_sd_cpu < 1 or not 0 <= cfg.compare.between_sd_cuda < 1:
         raise InputError(f"{where}: compare: need 0 < tau < 1, rerun_rounds_factor >= 1 and 0 <= between_sd_* < 1")

@@ -5,6 +5,8 @@
 #   env        GPUs, driver, torch
 #   build      kbench build --all (pool)
 #   triton     the four GPU problems with bundled Triton candidates, beside their CUDA ones, eager + compile
+#   witness    the witness's view of honest kernels and of the short-kernel clock lies (fixture_table.py), at
+#              timing.batch_ms in $WITNESS_BATCH_MS (default "2 8"): what per-call time it resolves
 #   gputests   pytest -m gpu (after the build: a compiler beside a timed job would disturb its witness)
 #   calibrate  device ceilings (copy bandwidth, matmul rates) -> ceilings.json
 #   seeds      kbench check of the two seed problems (issue 6), one per GPU when there are two
@@ -57,6 +59,17 @@ if has triton; then
   CUDA_VISIBLE_DEVICES=0 timed kb bench level1/6_GELU level1/5_RMSNorm level1/3_Softmax level2/1_Gemm_Bias_ReLU \
     --baselines eager,compile --out "$ART/triton" $CEIL --json --set timeouts.run_s=300 "$@" > "$ART/triton.json"
   kb report "$ART/triton/$(run_id "$ART/triton.json")" 2>&1 | tail -40
+fi
+if has witness; then
+  FIX=tests/fixtures/cuda_kernels/cpu/1_Add_ReLU
+  for bms in ${WITNESS_BATCH_MS:-2 8}; do
+    W=(--config configs/quick.yaml --set timing.max_rounds=30 --set timing.budget_s=6 --set timing.batch_ms=$bms)
+    CUDA_VISIBLE_DEVICES=0 timed kb bench cpu/1 --device cuda --kernel $FIX/correct.py --kernel $FIX/event_hook_short.py \
+      --kernel $FIX/event_clock.py --kernel kernels/cpu/1_Add_ReLU/triton_fused.py "${W[@]}" --json > "$ART/witness-fix-$bms.json"
+    CUDA_VISIBLE_DEVICES=0 timed kb bench level1/3 level1/6 level1/8 level2/101 level1/5 level1/1 "${W[@]}" \
+      --json > "$ART/witness-bundled-$bms.json"
+    echo "## batch_ms $bms"; python3 scripts/fixture_table.py "$ART/witness-fix-$bms.json" "$ART/witness-bundled-$bms.json"
+  done
 fi
 if has gputests; then
   CUDA_VISIBLE_DEVICES=0 timed python3 -m pytest -m gpu -q tests/test_gpu.py --basetemp="$RUNS/pytest" \

@@ -30,7 +30,6 @@ from .reference import Reference
 from .sides import DeviceProbe, Flush, LocalSide, RemoteSide
 
 PINGS, PINGS_MIN, PING_BUDGET_S = 30, 8, 0.5   # hand-over calibration batches: up to 30, at least 8, ~0.5 s
-BATCH_TARGET_MS = 2.0      # reference work per witnessed hand-over
 BATCH_MAX = 32
 LANE_MEMORY_BYTES = 2 << 30   # at most this much memory in the lanes of one job
 
@@ -158,7 +157,7 @@ class Session:
         self.weights = reply.weights
 
     def batch_size(self, trial) -> int:
-        """Calls per hand-over: enough reference work (BATCH_TARGET_MS) that the witness's noise, spread over
+        """Calls per hand-over: enough reference work (timing.batch_ms) that the witness's noise, spread over
         the batch, is small next to any time a candidate could hide per call; bounded by memory."""
         t0 = time.perf_counter()
         for _ in range(3):
@@ -171,7 +170,7 @@ class Session:
                                                            len(v.model.state_dict()) for v in self.shape_variants())
             per_lane = len(tensors(trial.inputs)) + len(tensors(trial.ref_out))
             by_memory = max(1, min(by_memory, (MAX_FDS - fixed) // max(per_lane, 1)))
-        want = max(self.cfg.timing.samples_per_round, math.ceil(BATCH_TARGET_MS / max(ref_ms, 1e-3)))
+        want = max(self.cfg.timing.samples_per_round, math.ceil(self.cfg.timing.batch_ms / max(ref_ms, 1e-3)))
         return int(max(1, min(want, BATCH_MAX, by_memory)))
 
     def reuse(self, reply) -> str | None:
@@ -360,6 +359,8 @@ class Session:
         per_call = sorted(w / n for w, n in zip(remote.witness, remote.sizes))
         timing.cand_host_ms = per_call[len(per_call) // 2]
         timing.batch = self.batch
+        timing.witness_batches = [[round(r, 5), round(w, 5), n] for r, w, n in zip(remote.reported, remote.witness,
+                                                                                   remote.sizes)]
         timing.checked_calls = remote.checked
         timing.handover_ms = round(self.handover_ms, 4)
         timing.handover_spread_ms = round(self.handover_spread, 4)
