@@ -6,7 +6,7 @@
 #   build      kbench build --all (pool)
 #   triton     the four GPU problems with bundled Triton candidates, beside their CUDA ones, eager + compile
 #   witness    the witness's view of honest kernels and of the short-kernel clock lies (fixture_table.py), at
-#              timing.batch_ms in $WITNESS_BATCH_MS (default "2 8"): what per-call time it resolves
+#              timing.batch_ms in $WITNESS_BATCH_MS (default "2 8"): what per-call time it resolves; problems $WITNESS_PROBLEMS
 #   gputests   pytest -m gpu (after the build: a compiler beside a timed job would disturb its witness)
 #   calibrate  device ceilings (copy bandwidth, matmul rates) -> ceilings.json
 #   seeds      kbench check of the two seed problems (issue 6), one per GPU when there are two
@@ -66,7 +66,7 @@ if has witness; then
     W=(--config configs/quick.yaml --set timing.max_rounds=30 --set timing.budget_s=6 --set timing.batch_ms=$bms)
     CUDA_VISIBLE_DEVICES=0 timed kb bench cpu/1 --device cuda --kernel $FIX/correct.py --kernel $FIX/event_hook_short.py \
       --kernel $FIX/event_clock.py --kernel kernels/cpu/1_Add_ReLU/triton_fused.py "${W[@]}" --json > "$ART/witness-fix-$bms.json"
-    CUDA_VISIBLE_DEVICES=0 timed kb bench level1/3 level1/6 level1/8 level2/101 level1/5 level1/1 "${W[@]}" \
+    CUDA_VISIBLE_DEVICES=0 timed kb bench ${WITNESS_PROBLEMS:-level1/3 level1/6 level1/8 level2/101 level1/5 level1/1} "${W[@]}" \
       --json > "$ART/witness-bundled-$bms.json"
     echo "## batch_ms $bms"; python3 scripts/fixture_table.py "$ART/witness-fix-$bms.json" "$ART/witness-bundled-$bms.json"
   done
