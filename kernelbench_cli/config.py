@@ -29,7 +29,7 @@ class TimingConfig:
     warmup_calls: int = 3          # at least this many untimed calls first (lazy init, autotuning, caches)
     warmup_ms: float = 25.0        # ...and at least this long, so clocks ramp up before sampling
     samples_per_round: int = 5     # samples per side per round; a round's value is their median
-    batch_ms: float = 2.0          # reference work per witnessed hand-over of candidate calls (more: finer witness)
+    batch_ms: float = 8.0          # reference work per witnessed hand-over of candidate calls (more: finer witness)
     min_rounds: int = 6            # never decide on fewer rounds than this
     max_rounds: int = 60
     ci_target: float = 0.01        # stop once the 95% CI half-width of the speedup is under this (relative)

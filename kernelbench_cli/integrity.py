@@ -321,15 +321,25 @@ def check_witness(reported: list[float], witness: list[float], sizes: list[int],
     return None
 
 
+# Pricing: each batch costs at least its witness less the hand-over and an allowance per batch. On CUDA the
+# allowance is absolute, not a share of the hand-over, because the hand-over grows with the batch (a flush and
+# an output copy per call) while what it fails to model does not: honest kernels on the H200 showed 0.3-0.4 ms
+# per batch beyond the stand-in, at 4 and at 32 calls (results/H200/witness-20261203-s14.txt); twice the
+# hand-over's noise where that is larger. So a clock that lies on a kernel shorter than the flag rule resolves
+# hides at most PRICE_FLOOR_MS / n per call. On the CPU the flag rule's own slack (2-core boxes, sub-ms calls).
+PRICE = {"cuda": dict(ratio=0.0, handover=0.0, floor=0.5, noise=2.0),
+         "cpu": dict(ratio=WITNESS_RATIO["cpu"], handover=WITNESS_HANDOVER, floor=WITNESS_MARGIN_MS,
+                     noise=WITNESS_NOISE)}
+
+
 def witnessed_per_call(reported_ms: float, wall_ms: float, n: int, handover_ms: float, spread_ms: float,
                        device: str = "cuda") -> float:
     """The per-call time of one batch of n calls that the timing may use: the candidate's own figure, or, where
-    the witness says more went by, the least time per call the witness rule would accept beside that wall.
-    So a lie in a few batches, which check_witness lets through as outliers, is priced at the witness in
-    those batches (it still gains WITNESS_RATIO and the slack, as an evenly spread lie does)."""
-    ratio = WITNESS_RATIO.get(device, 0.10)
-    slack = (WITNESS_HANDOVER * handover_ms + max(WITNESS_MARGIN_MS, WITNESS_NOISE * spread_ms)) / n
-    least = ((wall_ms - handover_ms) / n - slack) / (1 + ratio)
+    the witness says more went by, the wall less the hand-over and the allowance (PRICE). So a lie the flag
+    rule cannot resolve, or lets through in a few batches as outliers, is priced at the witness."""
+    p = PRICE.get(device, PRICE["cuda"])
+    allowance = p["handover"] * handover_ms + max(p["floor"], p["noise"] * spread_ms)
+    least = (wall_ms - handover_ms - allowance) / n / (1 + p["ratio"])
     return max(reported_ms / n, least)
 
 

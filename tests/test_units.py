@@ -432,6 +432,11 @@ def test_a_batch_counts_for_no_less_than_the_witness_accepts():
     assert min(priced) > 3.6 / 1.8
     cuda = witnessed_per_call(11 * 0.028, 11 * 0.28 + 1.4, 11, 1.4, 0.05, "cuda")     # 10x event lie, one batch
     assert cuda > 0.028 * 5, cuda
+    # a kernel shorter than the flag rule resolves (H200 batches of 32 calls, results/H200/witness-20261203-s14.txt):
+    # the honest 0.026 ms kernel keeps its own time, the 10x lie about it (claims 0.0026) loses most of its gain
+    assert check_witness([0.084] * 9, [5.80] * 9, [32] * 9, 4.44, 0.37, "cuda") is None   # the flag rule: blind
+    assert witnessed_per_call(0.825, 5.32, 32, 4.41, 0.16, "cuda") == 0.825 / 32
+    assert witnessed_per_call(0.084, 5.80, 32, 4.44, 0.37, "cuda") > 0.5 * 0.825 / 32
 
 
 def test_the_witness_rule_sees_a_lie_in_a_minority_of_batches():

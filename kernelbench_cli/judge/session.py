@@ -30,8 +30,12 @@ from .reference import Reference
 from .sides import DeviceProbe, Flush, LocalSide, RemoteSide
 
 PINGS, PINGS_MIN, PING_BUDGET_S = 30, 8, 0.5   # hand-over calibration batches: up to 30, at least 8, ~0.5 s
-BATCH_MAX = 32
-LANE_MEMORY_BYTES = 2 << 30   # at most this much memory in the lanes of one job
+# Calls per witnessed batch, at most: the witness prices a batch at its wall less an allowance per batch
+# (integrity.witnessed_per_call), so what a lying clock can hide per call shrinks as 1/n. More on CUDA, where
+# short kernels need it (H200, 2026-12-03: a 10x clock lie on a 0.03 ms kernel kept 19x at 32 calls a batch
+# after pricing at 10, 2.5x at 32); the lanes' memory, a tenth of the GPU's and at most 8 GiB there.
+BATCH_MAX = {"cuda": 64, "cpu": 32}
+LANE_MEMORY_BYTES = {"cuda": 8 << 30, "cpu": 2 << 30}
 
 
 class Session:
@@ -164,14 +168,17 @@ class Session:
             self.ref.run(trial.inputs)
         ref_ms = (time.perf_counter() - t0) / 3 * 1e3
         lane_bytes = sum(t.numel() * t.element_size() for t in tensors(trial.inputs) + tensors(trial.ref_out))
-        by_memory = max(1, LANE_MEMORY_BYTES // max(lane_bytes, 1))
+        budget = LANE_MEMORY_BYTES[self.device]
+        if self.device == "cuda":
+            budget = min(budget, torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory // 10)
+        by_memory = max(1, budget // max(lane_bytes, 1))
         if self.device == "cpu":      # every CPU buffer is a descriptor of the map message (channel.MAX_FDS)
             fixed = len(self.ref.model.state_dict()) + sum(len(tensors(v.inputs)) + len(tensors(v.ref_out)) +
                                                            len(v.model.state_dict()) for v in self.shape_variants())
             per_lane = len(tensors(trial.inputs)) + len(tensors(trial.ref_out))
             by_memory = max(1, min(by_memory, (MAX_FDS - fixed) // max(per_lane, 1)))
         want = max(self.cfg.timing.samples_per_round, math.ceil(self.cfg.timing.batch_ms / max(ref_ms, 1e-3)))
-        return int(max(1, min(want, BATCH_MAX, by_memory)))
+        return int(max(1, min(want, BATCH_MAX[self.device], by_memory)))
 
     def reuse(self, reply) -> str | None:
         """Two calls of one batch returning the same storage (all of a batch's outputs are alive together in
