@@ -163,10 +163,12 @@ class Session:
     def batch_size(self, trial) -> int:
         """Calls per hand-over: enough reference work (timing.batch_ms) that the witness's noise, spread over
         the batch, is small next to any time a candidate could hide per call; bounded by memory."""
-        t0 = time.perf_counter()
-        for _ in range(3):
+        times = []
+        for _ in range(6):          # the median of five after one untimed: a slow first call made batches of 17
+            t0 = time.perf_counter()        # where 64 were due (H200, cpu/1 at 0.08 ms), and their pricing too coarse
             self.ref.run(trial.inputs)
-        ref_ms = (time.perf_counter() - t0) / 3 * 1e3
+            times.append((time.perf_counter() - t0) * 1e3)
+        ref_ms = sorted(times[1:])[2]
         lane_bytes = sum(t.numel() * t.element_size() for t in tensors(trial.inputs) + tensors(trial.ref_out))
         budget = LANE_MEMORY_BYTES[self.device]
         if self.device == "cuda":
