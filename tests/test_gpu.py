@@ -68,7 +68,8 @@ def test_a_python_event_clock_patch_on_a_short_kernel_is_harmless(kbench):
 
 @pytest.mark.xfail(strict=True, reason="issue 16, H200 2026-12-03 (session 14): priced at the witness the lie kept 2.45x "
                    "against the honest 1.97x at 33 calls a batch, but 31.8x against 1.63x under tests/fixtures/test.yaml "
-                   "(batches too small to price it: batch sizing made robust after that run, not yet rerun)")
+                   "(that run's batch size was not kept; batches of 17 seen where 64 were due led to a more robust batch "
+                   "size after it, not yet rerun)")
 def test_a_native_event_clock_hook_on_a_short_kernel_is_caught_or_priced_at_the_witness(kbench):
     """libcudart's cudaEventElapsedTime rewritten natively is seen by the bound event functions too; it must be
     caught by the witness or priced at it (integrity.witnessed_per_call: a batch costs at least its wall less
