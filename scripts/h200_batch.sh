@@ -20,6 +20,7 @@
 #   check56    kbench check of L2/56's wgmma and fast candidates, eager + compile (skipped after $CHECK56_BEFORE_S s)
 #   dev56      scripts/dev_kernel_56.py (the L2/56 wgmma candidate's variants: odd shapes, fp64 error, timing)
 #   throughput scripts/bench_throughput.py (1 vs 2 GPUs, build pool vs serial; issue 8), args in $THROUGHPUT_ARGS
+#   threads    which threads `import torch` starts, per environment (forks need one: scripts/probe_threads.py)
 #   probe      start-up costs: python + torch import, CUDA init; the profiler's cost (scripts/probe_profiler_cost.py)
 #   harness    scripts/bench_harness.py (issue 15's targets: warm check, suite wall, overhead, candidates/hour),
 #              with KBENCH_TRACE timelines of a check and the suite; args in $HARNESS_ARGS
@@ -46,6 +47,9 @@ if has env; then
   python3 -c "import triton; print('triton', triton.__version__)" || echo "triton: not installed"
   ls .whl/*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-deps .whl/*.whl 2>&1 | grep -v WARNING | tail -1   # this python, not the first pip on PATH
   nproc
+fi
+if has threads; then
+  python3 scripts/probe_threads.py
 fi
 if has probe; then
   for k in 1 2; do timed python3 -c "import torch"; done

@@ -81,7 +81,8 @@ class CandidateProcess:
         self.log = open(self.log_path, "w")
         env = candidate_env(device, self.workdir, theirs.fileno(), extra_env, hold)
         self.held = hold
-        self.forked = fork and not forkable()
+        why = forkable() if fork else ""
+        self.forked = fork and not why
         if self.forked:
             from ..candidate.process import main
             self.pid = fork_main(main, [mode], env, self.workdir, self.log.fileno(), theirs.fileno(), new_group)
@@ -91,7 +92,7 @@ class CandidateProcess:
                                         pass_fds=(theirs.fileno(),), start_new_session=new_group).pid
         theirs.close()
         trace.mark("judge" if mode == "run" else "parent",
-                   f"candidate {self.pid} {mode}: {'forked' if self.forked else 'started'}")
+                   f"candidate {self.pid} {mode}: {'forked' if self.forked else 'started'}{f' (not forked: {why})' if why else ''}")
         self.exit_status: int | None = None     # as Popen.returncode: -signal or the exit code
         self.ready = False
         self.threads0: set[str] = set()
