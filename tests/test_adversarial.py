@@ -43,8 +43,6 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "inplace_noop": ("integrity", {"no-custom-kernel"}),
     "call_count_stale": ("integrity", {"cached-result"}),
     "pool_prefix": ("integrity", {"cached-result"}),
-    # generalisation trials (issue 17): a kernel that answers the variants by another path
-    "variant_fallback": ("integrity", {"generalisation", "library-heavy"}),   # its isfinite checks: aten time
     # session 13: a forward that tests its kernel's result and fails under the ablation proves nothing
     "raise_on_noise": ("integrity", {"no-custom-kernel", "library-heavy"}),
 }
@@ -98,12 +96,20 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
     assert first["status"] == "integrity" and "timer-tampered" in {f["name"] for f in first["flags"]} or \
         first["status"] == "ok" and min(first["timing"]["cand_rounds_ms"]) > 0.3 * min(got["honest"]["timing"]["cand_rounds_ms"]), \
         (first["status"], first["message"][:300], first["timing"]["cand_rounds_ms"], got["honest"]["timing"]["cand_rounds_ms"])
+    # generalisation trials (issue 17): a kernel that answers the variants by another path is caught by the
+    # variant ablation; its isfinite checks are aten time, library-heavy where they are over half the call
+    # (the 2-core box), not where its kernel's share is 56% (the 16-core H200 host, session 15)
+    vf = got["variant_fallback"]
+    vf_flags = {f["name"] for f in vf["flags"]}
+    assert "generalisation" in vf_flags and ("library-heavy" in vf_flags) == (vf["custom_share"] < 0.5) and \
+        vf["status"] == ("integrity" if "library-heavy" in vf_flags else "incorrect"), \
+        (vf["status"], sorted(vf_flags), vf["custom_share"], vf["message"][:300])
     cache = got["pointer_cache"]
     assert cache["status"] in ("integrity", "incorrect"), cache["message"]
     if cache["status"] == "integrity":
         assert "cached-result" in {f["name"] for f in cache["flags"]}
     assert set(got) == set(EXPECTED) | {"pointer_cache", "median_lie", "lie_then_honest", "identity_after_torch",
-                                        "honest", "exit_on_noise"} | set(HARMLESS) | set(HONEST_TWINS)
+                                        "honest", "exit_on_noise", "variant_fallback"} | set(HARMLESS) | set(HONEST_TWINS)
     for name in HONEST_TWINS:
         assert got[name]["status"] == "ok" and got[name]["flags"] == [], (name, got[name]["message"])
         assert got[name]["correctness"]["precision_class"] == "fp32"

@@ -66,10 +66,10 @@ def test_a_python_event_clock_patch_on_a_short_kernel_is_harmless(kbench):
     short_kernel_lie(kbench, "event_clock")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 16, H200 2026-12-03 (session 14): priced at the witness the lie kept 2.45x "
-                   "against the honest 1.97x at 33 calls a batch, but 31.8x against 1.63x under tests/fixtures/test.yaml "
-                   "(that run's batch size was not kept; batches of 17 seen where 64 were due led to a more robust batch "
-                   "size after it, not yet rerun)")
+@pytest.mark.xfail(strict=True, reason="issue 16, H200 2026-12-04 (session 15): under tests/fixtures/test.yaml, 64 calls "
+                   "a batch in 4 batches, the lie kept 16.7x against the honest 2.16x: its batches' walls exceed the "
+                   "hand-over (6.94 ms) by 0.9-2.8 ms, within the allowance of 2 sd of that hand-over (sd 0.87 ms); "
+                   "under quick.yaml (30 batches, hand-over sd 0.14 ms) it was priced to 1.41x against 1.94x")
 def test_a_native_event_clock_hook_on_a_short_kernel_is_caught_or_priced_at_the_witness(kbench):
     """libcudart's cudaEventElapsedTime rewritten natively is seen by the bound event functions too; it must be
     caught by the witness or priced at it (integrity.witnessed_per_call: a batch costs at least its wall less

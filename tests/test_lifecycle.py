@@ -48,6 +48,15 @@ def cmdline(pid: int) -> str:
         return ""
 
 
+def name(pid: int) -> str:
+    """/proc/<pid>/comm alone: a command line can hold a kbench name as part of a path (.kbench-runs/...)."""
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -57,11 +66,11 @@ def alive(pid: int) -> bool:
 
 
 def wait_for(proc: subprocess.Popen, marker: str, timeout: float, why: str) -> set[int]:
-    """kbench's process tree once a live process in it has `marker` in its command line."""
+    """kbench's process tree once a live process in it is named `marker`."""
     deadline, tree = time.time() + timeout, set()
     while time.time() < deadline:
         tree |= descendants(proc.pid)
-        if any(marker in cmdline(p) for p in tree if alive(p)):
+        if any(name(p) == marker for p in tree if alive(p)):
             return tree
         time.sleep(0.1)
     proc.kill()
@@ -98,7 +107,7 @@ def test_a_stopped_kbench_leaves_no_process_behind(sig, build_cache, tmp_path):
     wait_for_mark(tmp_path / "trace", "load done", 300, "the job never loaded its candidate")
     time.sleep(1.0)                    # inside the hanging forward
     tree |= descendants(proc.pid)
-    assert any("kbench-judge" in cmdline(p) for p in tree)
+    assert any(name(p) == "kbench-judge" for p in tree)
     os.kill(proc.pid, sig)
     out, errs = proc.communicate(timeout=30)
     assert_gone_within_5_s(tree)
@@ -218,14 +227,14 @@ def test_the_warm_server_forks_reference_processes_that_die_with_the_kbench_that
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert "ready" in server.stderr.readline()
-        zygote = [p for p in descendants(server.pid) if "kbench-serve" in cmdline(p)]
+        zygote = [p for p in descendants(server.pid) if name(p) == "kbench-serve"]
         hung = check(HANG, tmp_path / "hang.trace")
         tree = wait_for(server, "kbench-run", 300, "no candidate process was forked under the server")
         wait_for_mark(tmp_path / "hang.trace", "load done", 300, "the job never loaded its candidate")
         time.sleep(1.0)                                   # inside the hanging forward
-        tree = {p for p in descendants(server.pid) if "kbench-judge" in cmdline(p) or "kbench-run" in cmdline(p)}
+        tree = {p for p in descendants(server.pid) if name(p) in ("kbench-judge", "kbench-run")}
         assert "forked by the server" in (tmp_path / "hang.trace").read_text()
-        assert any("kbench-judge" in cmdline(p) for p in tree) and any("kbench-run" in cmdline(p) for p in tree)
+        assert {"kbench-judge", "kbench-run"} <= {name(p) for p in tree}
         assert not descendants(hung.pid) & tree
         hung.kill()
         hung.communicate(timeout=30)
