@@ -30,7 +30,7 @@ set -uo pipefail
 OUT=${OUT:-$(mktemp -d)}; ART=$OUT/art; mkdir -p "$ART"
 export PYTHONUNBUFFERED=1 PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} KBENCH_CACHE_DIR=$PWD/.kbench-cache COLUMNS=170
 STEPS=${1:-env,build,calibrate,bench}; shift || true
-RUNS=$PWD/.kbench-runs
+RUNS=$PWD/.kbench-runs; mkdir -p "$RUNS"     # (a fresh host: pytest --basetemp needs its parent)
 CEIL="--set paths.ceilings=$PWD/.kbench-ceilings"
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 LAST=$(( NGPU > 1 ? 1 : 0 ))   # GPU for side work (the GPU tests) beside the main step
