@@ -8,7 +8,6 @@ witness clock of the candidate, the thread and device observations, and the flag
 from __future__ import annotations
 
 import dataclasses
-import math
 import random
 import secrets
 import time
@@ -17,7 +16,7 @@ import torch
 
 from .. import backends, integrity, trace
 from .. import results as R
-from ..channel import MAX_FDS, SharedTensors, read_process_memory
+from ..channel import SharedTensors, read_process_memory
 from ..correctness import (CLASS_RANK, Flags, check_inputs_unchanged, clone, judge, level_fingerprint, maybe_flag,
                            precision_class, precision_flag, rel_l2, synchronize, tensors, tf32_off)
 from ..environment import Nvml, environment
@@ -27,15 +26,9 @@ from ..timing import measure
 from .handle import CandidateFailed, CandidateProcess
 from . import evidence, generalise
 from .reference import Reference
-from .sides import DeviceProbe, Flush, LocalSide, RemoteSide
+from .sides import DeviceProbe, Flush, LocalSide, RemoteSide, calls_per_batch
 
 PINGS, PINGS_MIN, PING_BUDGET_S = 30, 8, 0.5   # hand-over calibration batches: up to 30, at least 8, ~0.5 s
-# Calls per witnessed batch, at most: the witness prices a batch at its wall less an allowance per batch
-# (integrity.witnessed_per_call), so what a lying clock can hide per call shrinks as 1/n. More on CUDA, where
-# short kernels need it (H200, 2026-12-03: a 10x clock lie on a 0.03 ms kernel kept 19x at 32 calls a batch
-# after pricing at 10, 2.5x at 32); the lanes' memory, a tenth of the GPU's and at most 8 GiB there.
-BATCH_MAX = {"cuda": 64, "cpu": 32}
-LANE_MEMORY_BYTES = {"cuda": 8 << 30, "cpu": 2 << 30}
 
 
 class Session:
@@ -100,7 +93,7 @@ class Session:
         self.phases.update(ref.phases)
         trace.mark("judge", "trials ready")
         ref.phases = {"reference_s": 0.0, "oracle_s": 0.0}        # computed once per problem; later jobs reuse it
-        self.batch = self.batch_size(trials[0])
+        self.batch = calls_per_batch(ref, trials[0], self.shape_variants(), self.cfg, self.device)
         self.lanes = [(SharedTensors(tensors(trials[0].inputs), self.device, ROOM if k == 0 else 1),
                        SharedTensors(ref.output_templates(), self.device)) for k in range(self.batch)]
         self.in_slots, self.out_slots = self.lanes[0]
@@ -159,28 +152,6 @@ class Session:
         r.build = BuildInfo(**reply.build) if reply.build else BuildInfo()
         r.env["sandbox"] = reply.sandbox
         self.weights = reply.weights
-
-    def batch_size(self, trial) -> int:
-        """Calls per hand-over: enough reference work (timing.batch_ms) that the witness's noise, spread over
-        the batch, is small next to any time a candidate could hide per call; bounded by memory."""
-        times = []
-        for _ in range(6):          # the median of five after one untimed: a slow first call made batches of 17
-            t0 = time.perf_counter()        # where 64 were due (H200, cpu/1 at 0.08 ms), and their pricing too coarse
-            self.ref.run(trial.inputs)
-            times.append((time.perf_counter() - t0) * 1e3)
-        ref_ms = sorted(times[1:])[2]
-        lane_bytes = sum(t.numel() * t.element_size() for t in tensors(trial.inputs) + tensors(trial.ref_out))
-        budget = LANE_MEMORY_BYTES[self.device]
-        if self.device == "cuda":
-            budget = min(budget, torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory // 10)
-        by_memory = max(1, budget // max(lane_bytes, 1))
-        if self.device == "cpu":      # every CPU buffer is a descriptor of the map message (channel.MAX_FDS)
-            fixed = len(self.ref.model.state_dict()) + sum(len(tensors(v.inputs)) + len(tensors(v.ref_out)) +
-                                                           len(v.model.state_dict()) for v in self.shape_variants())
-            per_lane = len(tensors(trial.inputs)) + len(tensors(trial.ref_out))
-            by_memory = max(1, min(by_memory, (MAX_FDS - fixed) // max(per_lane, 1)))
-        want = max(self.cfg.timing.samples_per_round, math.ceil(self.cfg.timing.batch_ms / max(ref_ms, 1e-3)))
-        return int(max(1, min(want, BATCH_MAX[self.device], by_memory)))
 
     def reuse(self, reply) -> str | None:
         """Two calls of one batch returning the same storage (all of a batch's outputs are alive together in

@@ -17,6 +17,7 @@ import torch
 from .. import stats
 from ..integrity import witnessed_per_call
 from . import evidence
+from ..channel import MAX_FDS
 from ..correctness import clone, maybe_flag, synchronize, tensors
 
 SPOT_CHECK_P = 0.1      # besides one secret call per round, each other timed call is checked with this chance
@@ -25,6 +26,36 @@ PROBE_CALLS = 20        # device-idle probe baseline: median of this many
 # saw 5 of 24 probes 0.13 ms over a 0.2 ms idle, session 15: a switch's cost varies by that much)...
 PROBE_BUSY_MARGIN_MS = 0.25
 PROBE_BUSY_NOISE = 4.0       # ...and than this many robust standard deviations of it
+
+# Calls per witnessed batch, at most: the witness prices a batch at its wall less an allowance per batch
+# (integrity.witnessed_per_call), so what a lying clock can hide per call shrinks as 1/n. More on CUDA, where
+# short kernels need it (H200, 2026-12-03: a 10x clock lie on a 0.03 ms kernel kept 19x at 32 calls a batch
+# after pricing at 10, 2.5x at 32); the lanes' memory, a tenth of the GPU's and at most 8 GiB there.
+BATCH_MAX = {"cuda": 64, "cpu": 32}
+LANE_MEMORY_BYTES = {"cuda": 8 << 30, "cpu": 2 << 30}
+
+
+def calls_per_batch(ref, trial, variants: list, cfg, device: str) -> int:
+    """Calls per hand-over: enough reference work (timing.batch_ms) that the witness's noise, spread over
+    the batch, is small next to any time a candidate could hide per call; bounded by memory."""
+    times = []
+    for _ in range(6):          # the median of five after one untimed: a slow first call made batches of 17
+        t0 = time.perf_counter()        # where 64 were due (H200, cpu/1 at 0.08 ms), and their pricing too coarse
+        ref.run(trial.inputs)
+        times.append((time.perf_counter() - t0) * 1e3)
+    ref_ms = sorted(times[1:])[2]
+    lane_bytes = sum(t.numel() * t.element_size() for t in tensors(trial.inputs) + tensors(trial.ref_out))
+    budget = LANE_MEMORY_BYTES[device]
+    if device == "cuda":
+        budget = min(budget, torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory // 10)
+    by_memory = max(1, budget // max(lane_bytes, 1))
+    if device == "cpu":      # every CPU buffer is a descriptor of the map message (channel.MAX_FDS)
+        fixed = len(ref.model.state_dict()) + sum(len(tensors(v.inputs)) + len(tensors(v.ref_out)) +
+                                                  len(v.model.state_dict()) for v in variants)
+        per_lane = len(tensors(trial.inputs)) + len(tensors(trial.ref_out))
+        by_memory = max(1, min(by_memory, (MAX_FDS - fixed) // max(per_lane, 1)))
+    want = max(cfg.timing.samples_per_round, math.ceil(cfg.timing.batch_ms / max(ref_ms, 1e-3)))
+    return int(max(1, min(want, BATCH_MAX[device], by_memory)))
 
 
 class InputFeed:
