@@ -140,6 +140,7 @@ class Reply:
     status: str = ""             # on error: a Result status (import-error, bad-constructor, runtime-error...)
     message: str = ""
     ms: float = 0.0              # a stand-in's own time (pings)
+    canary: float = -1.0         # kbench's own fixed work after the batch, on this process's clock (clocks.py)
     times: list = field(default_factory=list)     # the candidate's own clock, per call of the batch
     each: list = field(default_factory=list)      # per call: [outputs, mismatch]; outputs: per tensor [shape,
     #                                               dtype, plain, aliases, address, stride, span bytes] (CPU: the

@@ -94,6 +94,7 @@ class Timing:
     checked_calls: int = 0              # timed calls whose outputs were compared with the reference (in secret)
     batch: int = 0                      # candidate calls per witnessed hand-over (and samples per round)
     witness_batches: list = field(default_factory=list)  # per witnessed batch: [claimed ms, witness ms, calls]
+    canary_ms: dict = field(default_factory=dict)   # CUDA: the clock canary per batch, "before" the import, "after"
     witness_retried: bool = False       # the witness was not satisfied by a first timing; these are the second's
     note: str = ""              # why this job has no speed (INTERPRETED): left out of speedups and the gate
 

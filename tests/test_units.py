@@ -460,3 +460,18 @@ def test_the_witness_rule_sees_a_lie_in_a_minority_of_batches():
     assert check_witness([8 * 0.434] * 8 + [8 * 0.0434] * 2, lie2, [8] * 10, 0.63, 0.05, "cpu") is not None
     assert check_witness([11 * 0.028] * 30, [11 * 0.028 + 1.4] * 29 + [11 * 0.028 + 6.4], [11] * 30, 1.4, 0.2,
                          "cuda") is None                          # (a GPU batch 5 ms late among 30)
+
+
+def test_the_clock_canary_catches_a_clock_that_reads_short_and_only_that():
+    """evidence.check_canary: kbench's own fixed work on the candidate process's clock, before its import and
+    after each timed batch. A clock read 10x short (the native event hook) is timer-tampered whatever the
+    candidate's calls cost; an honest spread (GPU clocks, a slower batch) is not; a reply that leaves the
+    canary untimed on CUDA is; the CPU has none."""
+    from kernelbench_cli.judge.evidence import check_canary
+    before = [0.152, 0.149, 0.151, 0.150, 0.155]
+    assert check_canary(before, [0.148, 0.151, 0.160, 0.149], "cuda") is None
+    assert check_canary(before, [0.120, 0.110, 0.300], "cuda") is None         # faster GPU clocks, a slow batch
+    lie = check_canary(before, [0.0151, 0.0149, 0.0150, 0.16], "cuda")         # 10x short (one batch true)
+    assert lie is not None and lie.name == "timer-tampered" and "10.0x short" in lie.detail, lie
+    assert check_canary(before, [0.15, -1.0, 0.15], "cuda").name == "timer-tampered"   # the canary not timed
+    assert check_canary([], [], "cpu") is None and check_canary([-1.0], [-1.0], "cpu") is None

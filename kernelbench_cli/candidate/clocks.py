@@ -11,6 +11,14 @@ import time
 
 perf_counter_ns = time.perf_counter_ns      # bound now: `time.perf_counter_ns = ...` later is not seen
 
+# The clock canary (CUDA): kbench's own fixed work, timed with this process's clock after every batch, before
+# the candidate's import (the hand-over pings) and after it. A clock rewritten below Python to read short
+# reads kbench's work short too, however short the candidate's calls. One add over 256 MB (4x the H200's
+# L2, so what the candidate's calls left in it cannot speed it up): memory-bound, so SM clocks barely move
+# it. Not on the CPU: a plain loop there read 0.43x as long after the import as before it for an honest
+# kernel on the loaded 2-core box (the pings run while spare candidate processes import torch).
+CANARY_ELEMENTS = 64 << 20
+
 
 class DeviceTimer:
     """CUDA event timing through torch's C-level event type and the stream current at bind time (the

@@ -3,7 +3,9 @@
 - the attribution: the share of a call's time in the candidate's own code (measured in the candidate
   process by candidate/attribution.py, judged here against the problem's or the config's minimum);
 - the speedup against the reference run at the candidate's detected precision (a TF32 candidate against
-  eager with TF32 on), beside the speedup against the fp32 reference.
+  eager with TF32 on), beside the speedup against the fp32 reference;
+- the clock canary (CUDA): kbench's own fixed work timed on the candidate process's clock, before its
+  import and after every timed batch.
 """
 from __future__ import annotations
 
@@ -14,6 +16,28 @@ import torch
 from .. import integrity
 from ..correctness import check_inputs_unchanged, judge, levels_here, synchronize, tensors
 from .handle import CandidateFailed
+
+
+# The canary (candidate/clocks.py) timed after the candidate's import at less than this share of its time
+# before: the process's clock reads short.
+CANARY_FAST = 0.5
+
+
+def check_canary(before: list[float], after: list[float], device: str):
+    """A clock rewritten below Python reads kbench's own work short too, however short the candidate's calls
+    (which the witness cannot resolve): timer-tampered when the median after the import is far below before.
+    CUDA only (clocks.py says why)."""
+    if device != "cuda" or not after:
+        return None
+    before = sorted(before)
+    if not before or before[0] <= 0 or min(after) <= 0:
+        return integrity.flag("timer-tampered", "the candidate process did not time kbench's clock canary")
+    b, a = before[len(before) // 2], sorted(after)[len(after) // 2]
+    if a >= CANARY_FAST * b:
+        return None
+    return integrity.flag("timer-tampered", f"kbench's own fixed work, timed on the candidate process's clock, read "
+                                            f"{a:.4f} ms after the candidate's import against {b:.4f} ms before it: "
+                                            f"that clock reads {b / a:.1f}x short")
 
 
 def prove(s) -> bool:

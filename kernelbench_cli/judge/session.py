@@ -122,6 +122,7 @@ class Session:
         # batches on a stand-in (the reference itself; candidate/process.py op_ping), witness minus its time.
         self.quiet()
         walls, probes, spent = [], [], time.perf_counter()
+        self.canary_before: list[float] = []
         self.standin_reuses = False       # the reference's own outputs share storage between calls
         lanes = list(range(self.batch))
         while len(walls) < PINGS and (len(walls) < PINGS_MIN or time.perf_counter() - spent < PING_BUDGET_S):
@@ -134,6 +135,7 @@ class Session:
             self.standin_reuses = self.standin_reuses or self.reuse(reply) is not None
             probes.append(self.probe.latency() if self.probe.cuda else 0.0)
             walls.append(wall + probes[-1] - reply.ms)
+            self.canary_before.append(float(reply.canary))
         trace.mark("judge", f"{len(walls)} ping batches")
         walls = sorted(walls[1:] or walls)          # the first batch warms the stand-in up
         self.probe.calibrate(probes[1:] or probes)
@@ -344,8 +346,12 @@ class Session:
         timing.checked_calls = remote.checked
         timing.handover_ms = round(self.handover_ms, 4)
         timing.handover_spread_ms = round(self.handover_spread, 4)
+        if self.device == "cuda":
+            timing.canary_ms = {"before": [round(x, 5) for x in self.canary_before[1:]],
+                                "after": [round(x, 5) for x in remote.canary]}
         return timing, integrity.check_witness(remote.reported, remote.witness, remote.sizes, self.handover_ms,
-                                               self.handover_spread, self.device)
+                                               self.handover_spread, self.device) or \
+            evidence.check_canary(self.canary_before[1:], remote.canary, self.device)
 
     def late_work(self):
         p = self.probe

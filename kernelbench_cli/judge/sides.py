@@ -214,6 +214,7 @@ class RemoteSide:
         self.reported: list[float] = []     # per batch: the sum of the candidate's own times
         self.witness: list[float] = []      # per batch: the judge's time, hand-over to reply to device idle
         self.sizes: list[int] = []
+        self.canary: list[float] = []       # per batch: the clock canary on the candidate's clock (clocks.py)
         self.checked = 0
 
     def batch(self, n: int, checks: set) -> list[float]:
@@ -239,14 +240,15 @@ class RemoteSide:
         self.reported.append(sum(times))
         self.witness.append(wall)
         self.sizes.append(len(lanes))
+        self.canary.append(float(reply.canary))
         return times
 
     def warmup(self, calls: int, ms: float) -> None:
         start, n = time.perf_counter(), 0
         while n < calls or (time.perf_counter() - start) * 1e3 < ms:
             n += len(self.batch(len(self.session.lanes), {0} if n == 0 else set()))
-        self.reported, self.witness, self.sizes = [], [], []    # (a cold first batch is not a lie: the witness
-        #                                                          rule's mean would count it)
+        # (a cold first batch is not a lie: the witness rule's mean would count it)
+        self.reported, self.witness, self.sizes, self.canary = [], [], [], []
 
     def sample(self, n: int) -> list[float]:
         """One batch, counted as its mean per call: the witness vouches for a batch's total only, and a
