@@ -41,15 +41,20 @@ def test_cuda_batch_failures_and_exploits(kbench):
     assert code == 1
 
 
-def short_kernel_lie(kbench, name: str) -> None:
+def short_kernel_lie(kbench, name: str, canary: bool = False) -> None:
     """A 10x lie about the CUDA event clock (fixture `name`) beside the honest kernel on cpu/1 (a 0.03 ms kernel,
-    shorter than the witness resolves per call): caught (timer-tampered), or its speedup near the honest one."""
+    shorter than the witness resolves per call): caught (timer-tampered), or its speedup near the honest one;
+    with `canary`, caught by the clock canary (evidence.check_canary)."""
     fixtures = FIXTURES / "cuda_kernels" / "cpu" / "1_Add_ReLU"
     code, doc = kbench.json("bench", "cpu/1", "--device", "cuda", "--kernel", fixtures / f"{name}.py",
                             "--kernel", fixtures / "correct.py", *CUDA_FIXTURES)
     got = by_candidate(doc)
     honest, lie = got["correct"], got[name]
     assert honest["status"] == "ok" and not honest["flags"], brief(honest)
+    assert honest["timing"]["canary_ms"]["after"], brief(honest)
+    if canary:
+        assert lie["status"] == "integrity" and "kbench's own fixed work" in lie["message"], \
+            (brief(lie), lie["timing"].get("canary_ms"))
     if lie["status"] == "integrity":          # (the witness saw it: caught is fine too)
         assert "timer-tampered" in {f["name"] for f in lie["flags"]}, brief(lie)
         return
@@ -66,16 +71,12 @@ def test_a_python_event_clock_patch_on_a_short_kernel_is_harmless(kbench):
     short_kernel_lie(kbench, "event_clock")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 16, H200 2026-12-04 (session 15): under tests/fixtures/test.yaml, 64 calls "
-                   "a batch in 4 batches, the lie kept 16.7x against the honest 2.16x: its batches' walls exceed the "
-                   "hand-over (6.94 ms) by 0.9-2.8 ms, within the allowance of 2 sd of that hand-over (sd 0.87 ms); "
-                   "under quick.yaml (30 batches, hand-over sd 0.14 ms) it was priced to 1.41x against 1.94x")
-def test_a_native_event_clock_hook_on_a_short_kernel_is_caught_or_priced_at_the_witness(kbench):
-    """libcudart's cudaEventElapsedTime rewritten natively is seen by the bound event functions too; it must be
-    caught by the witness or priced at it (integrity.witnessed_per_call: a batch costs at least its wall less
-    the hand-over and an allowance per batch; before that pricing, 8.7x and 13.6x the honest speedup on the H200,
-    results/H200/pytest-gpu-20261203-s13*.txt)."""
-    short_kernel_lie(kbench, "event_hook_short")
+def test_a_native_event_clock_hook_on_a_short_kernel_is_caught_by_the_clock_canary(kbench):
+    """libcudart's cudaEventElapsedTime rewritten natively is seen by the bound event functions too, and on a
+    0.03 ms kernel the witness cannot resolve it (16.7x against the honest 2.16x under this config on the H200,
+    session 15: results/H200/pytest-gpu-20261204-s15-call1.txt); kbench's own canary, timed on the same
+    clock before the import and after every batch, reads 10x short too."""
+    short_kernel_lie(kbench, "event_hook_short", canary=True)
 
 
 def test_a_native_event_clock_hook_is_caught_by_the_witness(kbench):
