@@ -132,6 +132,11 @@ def from_message(cls, msg: dict):
     return cls(**values)
 
 
+# The clock canary's sizes (CUDA, elements of one float add: 64 KB to 256 MB): the judge draws one per batch in
+# secret, so a hook that reads short only on intervals of some length cannot spare the canary by its length.
+CANARY_SIZES = (1 << 14, 1 << 18, 1 << 22, 1 << 26)
+
+
 @dataclass
 class Reply:
     """Everything a candidate process may say, in one shape; the judge believes none of it blindly."""

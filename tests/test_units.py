@@ -463,15 +463,20 @@ def test_the_witness_rule_sees_a_lie_in_a_minority_of_batches():
 
 
 def test_the_clock_canary_catches_a_clock_that_reads_short_and_only_that():
-    """evidence.check_canary: kbench's own fixed work on the candidate process's clock, before its import and
-    after each timed batch. A clock read 10x short (the native event hook) is timer-tampered whatever the
-    candidate's calls cost; an honest spread (GPU clocks, a slower batch) is not; a reply that leaves the
-    canary untimed on CUDA is; the CPU has none."""
+    """evidence.check_canary: kbench's own fixed work, at a size drawn in secret per batch, on the candidate
+    process's clock before its import and after each timed batch. A clock read 10x short (the native event
+    hook) is timer-tampered whatever the candidate's calls cost; one that reads short only on short intervals
+    is caught by the small sizes; an honest spread (GPU clocks, a slow batch) is not; a canary left untimed on
+    CUDA is; the CPU has none."""
     from kernelbench_cli.judge.evidence import check_canary
-    before = [0.152, 0.149, 0.151, 0.150, 0.155]
-    assert check_canary(before, [0.148, 0.151, 0.160, 0.149], "cuda") is None
-    assert check_canary(before, [0.120, 0.110, 0.300], "cuda") is None         # faster GPU clocks, a slow batch
-    lie = check_canary(before, [0.0151, 0.0149, 0.0150, 0.16], "cuda")         # 10x short (one batch true)
+    sizes = {0: 0.003, 1: 0.006, 2: 0.03, 3: 0.15}          # ms per size, H200-like
+    before = [(k, sizes[k] * f) for f in (0.98, 1.0, 1.03) for k in sizes]
+    honest = [(0, 0.0028), (3, 0.151), (1, 0.0065), (2, 0.029), (3, 0.35), (0, 0.0031)]
+    assert check_canary(before, honest, "cuda") is None
+    lie = check_canary(before, [(k, sizes[k] * 0.1) for k in (3, 1, 0, 2, 2, 3)], "cuda")
     assert lie is not None and lie.name == "timer-tampered" and "10.0x short" in lie.detail, lie
-    assert check_canary(before, [0.15, -1.0, 0.15], "cuda").name == "timer-tampered"   # the canary not timed
-    assert check_canary([], [], "cpu") is None and check_canary([-1.0], [-1.0], "cpu") is None
+    # short only below 0.1 ms: the three smaller sizes read short, the largest true
+    below = check_canary(before, [(k, sizes[k] * (0.1 if sizes[k] < 0.1 else 1.0)) for k in (0, 1, 2, 3, 1, 0)], "cuda")
+    assert below is not None and below.name == "timer-tampered", below
+    assert check_canary(before, [(3, 0.15), (1, -1.0)], "cuda").name == "timer-tampered"   # the canary not timed
+    assert check_canary([], [], "cpu") is None and check_canary([(0, -1.0)], [(0, -1.0)], "cpu") is None

@@ -13,11 +13,11 @@ perf_counter_ns = time.perf_counter_ns      # bound now: `time.perf_counter_ns =
 
 # The clock canary (CUDA): kbench's own fixed work, timed with this process's clock after every batch, before
 # the candidate's import (the hand-over pings) and after it. A clock rewritten below Python to read short
-# reads kbench's work short too, however short the candidate's calls. One add over 256 MB (4x the H200's
-# L2, so what the candidate's calls left in it cannot speed it up): memory-bound, so SM clocks barely move
-# it. Not on the CPU: a plain loop there read 0.43x as long after the import as before it for an honest
-# kernel on the loaded 2-core box (the pings run while spare candidate processes import torch).
-CANARY_ELEMENTS = 64 << 20
+# reads kbench's work short too, however short the candidate's calls. One float add over a slice of a
+# buffer, its size drawn by the judge per batch from channel.CANARY_SIZES (3 us to ~0.15 ms on the H200; the
+# largest 4x L2, so what the candidate's calls left there cannot speed it up): memory-bound, so SM clocks
+# barely move it. Not on the CPU: a plain loop there read 0.43x as long after the import as before it for an
+# honest kernel on the loaded 2-core box (the pings run while spare candidate processes import torch).
 
 
 class DeviceTimer:

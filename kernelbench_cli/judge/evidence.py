@@ -19,25 +19,31 @@ from .handle import CandidateFailed
 
 
 # The canary (candidate/clocks.py) timed after the candidate's import at less than this share of its time
-# before: the process's clock reads short.
+# before, at the same size (the median over the batches): the process's clock reads short.
 CANARY_FAST = 0.5
 
 
-def check_canary(before: list[float], after: list[float], device: str):
-    """A clock rewritten below Python reads kbench's own work short too, however short the candidate's calls
-    (which the witness cannot resolve): timer-tampered when the median after the import is far below before.
-    CUDA only (clocks.py says why)."""
+def check_canary(before: list, after: list, device: str):
+    """(size index, ms) per batch, before the import and after it. A clock rewritten below Python reads kbench's
+    own work short too, however short the candidate's calls (which the witness cannot resolve), and at a size
+    it cannot foresee: timer-tampered when after/before at the same size has a median far below 1. CUDA only
+    (clocks.py says why)."""
     if device != "cuda" or not after:
         return None
-    before = sorted(before)
-    if not before or before[0] <= 0 or min(after) <= 0:
+    by_size: dict = {}
+    for k, ms in before:
+        by_size.setdefault(k, []).append(ms)
+    base = {k: sorted(v)[len(v) // 2] for k, v in by_size.items()}
+    if not base or min(base.values()) <= 0 or min(ms for _, ms in after) <= 0:
         return integrity.flag("timer-tampered", "the candidate process did not time kbench's clock canary")
-    b, a = before[len(before) // 2], sorted(after)[len(after) // 2]
-    if a >= CANARY_FAST * b:
+    ratios = sorted(ms / base[k] for k, ms in after if k in base)
+    if not ratios or ratios[len(ratios) // 2] >= CANARY_FAST:
         return None
+    r = ratios[len(ratios) // 2]
     return integrity.flag("timer-tampered", f"kbench's own fixed work, timed on the candidate process's clock, read "
-                                            f"{a:.4f} ms after the candidate's import against {b:.4f} ms before it: "
-                                            f"that clock reads {b / a:.1f}x short")
+                                            f"{r:.2f}x as long after the candidate's import as before it (median "
+                                            f"over {len(ratios)} batches at secret sizes): that clock reads "
+                                            f"{1 / r:.1f}x short")
 
 
 def prove(s) -> bool:

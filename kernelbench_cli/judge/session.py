@@ -16,7 +16,7 @@ import torch
 
 from .. import backends, integrity, trace
 from .. import results as R
-from ..channel import SharedTensors, read_process_memory
+from ..channel import CANARY_SIZES, SharedTensors, read_process_memory
 from ..correctness import (CLASS_RANK, Flags, check_inputs_unchanged, clone, judge, level_fingerprint, maybe_flag,
                            precision_class, precision_flag, rel_l2, synchronize, tensors, tf32_off)
 from ..environment import Nvml, environment
@@ -122,7 +122,7 @@ class Session:
         # batches on a stand-in (the reference itself; candidate/process.py op_ping), witness minus its time.
         self.quiet()
         walls, probes, spent = [], [], time.perf_counter()
-        self.canary_before: list[float] = []
+        self.canary_before: list[tuple] = []     # (size index, ms) per ping
         self.standin_reuses = False       # the reference's own outputs share storage between calls
         lanes = list(range(self.batch))
         while len(walls) < PINGS and (len(walls) < PINGS_MIN or time.perf_counter() - spent < PING_BUDGET_S):
@@ -131,11 +131,12 @@ class Session:
                     slot.copy_(x)
             self.flush()
             synchronize(self.device)
-            reply, wall = cand.call({"op": "ping", "lanes": lanes}, self.call_timeout(), "start")
+            canary = len(walls) % len(CANARY_SIZES)       # every size, in turn
+            reply, wall = cand.call({"op": "ping", "lanes": lanes, "canary": canary}, self.call_timeout(), "start")
             self.standin_reuses = self.standin_reuses or self.reuse(reply) is not None
             probes.append(self.probe.latency() if self.probe.cuda else 0.0)
             walls.append(wall + probes[-1] - reply.ms)
-            self.canary_before.append(float(reply.canary))
+            self.canary_before.append((canary, float(reply.canary)))
         trace.mark("judge", f"{len(walls)} ping batches")
         walls = sorted(walls[1:] or walls)          # the first batch warms the stand-in up
         self.probe.calibrate(probes[1:] or probes)
@@ -347,8 +348,8 @@ class Session:
         timing.handover_ms = round(self.handover_ms, 4)
         timing.handover_spread_ms = round(self.handover_spread, 4)
         if self.device == "cuda":
-            timing.canary_ms = {"before": [round(x, 5) for x in self.canary_before[1:]],
-                                "after": [round(x, 5) for x in remote.canary]}
+            timing.canary_ms = {"before": [[k, round(x, 5)] for k, x in self.canary_before[1:]],
+                                "after": [[k, round(x, 5)] for k, x in remote.canary]}
         return timing, integrity.check_witness(remote.reported, remote.witness, remote.sizes, self.handover_ms,
                                                self.handover_spread, self.device) or \
             evidence.check_canary(self.canary_before[1:], remote.canary, self.device)

@@ -17,7 +17,7 @@ import torch
 from .. import stats
 from ..integrity import witnessed_per_call
 from . import evidence
-from ..channel import MAX_FDS
+from ..channel import CANARY_SIZES, MAX_FDS
 from ..correctness import clone, maybe_flag, synchronize, tensors
 
 SPOT_CHECK_P = 0.1      # besides one secret call per round, each other timed call is checked with this chance
@@ -214,7 +214,7 @@ class RemoteSide:
         self.reported: list[float] = []     # per batch: the sum of the candidate's own times
         self.witness: list[float] = []      # per batch: the judge's time, hand-over to reply to device idle
         self.sizes: list[int] = []
-        self.canary: list[float] = []       # per batch: the clock canary on the candidate's clock (clocks.py)
+        self.canary: list[tuple] = []       # per batch: the clock canary (size index, ms on the candidate's clock)
         self.checked = 0
 
     def batch(self, n: int, checks: set) -> list[float]:
@@ -227,7 +227,9 @@ class RemoteSide:
                 pristine[k] = clone(ins.tensors)
         self.flush()
         synchronize(s.device)
-        reply, wall = self.cand.call({"op": "call", "lanes": list(range(len(lanes)))}, s.call_timeout(), "timing")
+        canary = self.rng.randrange(len(CANARY_SIZES))      # its size: secret, so no hook can spare it by length
+        reply, wall = self.cand.call({"op": "call", "lanes": list(range(len(lanes))), "canary": canary},
+                                     s.call_timeout(), "timing")
         wall += self.probe.after_call()        # the witness runs until the device is idle again
         times = [float(x) for x in reply.times]
         if len(times) != len(lanes) or min(times, default=0.0) < 0:
@@ -240,7 +242,7 @@ class RemoteSide:
         self.reported.append(sum(times))
         self.witness.append(wall)
         self.sizes.append(len(lanes))
-        self.canary.append(float(reply.canary))
+        self.canary.append((canary, float(reply.canary)))
         return times
 
     def warmup(self, calls: int, ms: float) -> None:
