@@ -248,6 +248,8 @@ class Server:
         self.last = {}
         reply = Reply(op="done")
         events, done = [], []
+        size, at = msg.get("canary", (-1, -1))      # the clock canary (clocks.py): its size, and before which call
+        canary = None
         with torch.no_grad():
             model = self.model if "shape" not in msg else self.shape_model(msg["shape"])
             for pos, lane in enumerate(msg.get("lanes", [0])):
@@ -257,6 +259,8 @@ class Server:
                 if pos and self.flush is not None:
                     self.flush.zero_()
                 if self.device == "cuda":
+                    if pos == at:
+                        canary = self._canary(size)
                     start = self.timer.mark()
                     out = model(*inputs)
                     events.append((start, self.timer.mark()))
@@ -266,18 +270,21 @@ class Server:
                     reply.times.append((perf_counter_ns() - t0) / 1e6)
                 done.append((lane, inputs, outputs, out))
                 del out
-            if self.device == "cuda":        # the clock canary (clocks.py), queued behind the last call
-                start = self.timer.mark()
-                self.canary[:CANARY_SIZES[int(msg.get("canary", -1)) % len(CANARY_SIZES)]].add_(1.0)
-                events.append((start, self.timer.mark()))
+            if self.device == "cuda" and canary is None:      # (after the last call)
+                canary = self._canary(size)
             for lane, self.inputs, self.outputs, out in done:
                 reply.each.append(self._deliver(out, lane))
             done.clear()
             if self.device == "cuda":
-                *reply.times, reply.canary = self.timer.elapsed_ms(events)
+                *reply.times, reply.canary = self.timer.elapsed_ms(events + [canary])
         self.inputs, self.outputs = self.lanes[0]       # (after a shapes call: what profiling runs on)
         reply.calls = self._calls()
         return reply
+
+    def _canary(self, size: int) -> tuple:
+        start = self.timer.mark()
+        self.canary[:CANARY_SIZES[int(size) % len(CANARY_SIZES)]].add_(1.0)
+        return start, self.timer.mark()
 
     def _deliver(self, out, lane: int) -> list:
         """[outputs, mismatch] for one call; the outputs stay alive until the next batch. Off the candidate's

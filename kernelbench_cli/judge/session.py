@@ -132,7 +132,8 @@ class Session:
             self.flush()
             synchronize(self.device)
             canary = len(walls) % len(CANARY_SIZES)       # every size, in turn
-            reply, wall = cand.call({"op": "ping", "lanes": lanes, "canary": canary}, self.call_timeout(), "start")
+            reply, wall = cand.call({"op": "ping", "lanes": lanes, "canary": (canary, len(walls) % (len(lanes) + 1))},
+                                    self.call_timeout(), "start")
             self.standin_reuses = self.standin_reuses or self.reuse(reply) is not None
             probes.append(self.probe.latency() if self.probe.cuda else 0.0)
             walls.append(wall + probes[-1] - reply.ms)

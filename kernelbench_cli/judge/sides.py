@@ -227,8 +227,11 @@ class RemoteSide:
                 pristine[k] = clone(ins.tensors)
         self.flush()
         synchronize(s.device)
-        canary = self.rng.randrange(len(CANARY_SIZES))      # its size: secret, so no hook can spare it by length
-        reply, wall = self.cand.call({"op": "call", "lanes": list(range(len(lanes))), "canary": canary},
+        # the clock canary's size and place (before which call; n: after the last), secret, so no hook can
+        # spare it by its length or its position
+        canary = self.rng.randrange(len(CANARY_SIZES))
+        at = self.rng.randrange(len(lanes) + 1)
+        reply, wall = self.cand.call({"op": "call", "lanes": list(range(len(lanes))), "canary": (canary, at)},
                                      s.call_timeout(), "timing")
         wall += self.probe.after_call()        # the witness runs until the device is idle again
         times = [float(x) for x in reply.times]
