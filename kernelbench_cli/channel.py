@@ -132,9 +132,12 @@ def from_message(cls, msg: dict):
     return cls(**values)
 
 
-# The clock canary's sizes (CUDA, elements of one float add: 64 KB to 256 MB): the judge draws one per batch in
-# secret, so a hook that reads short only on intervals of some length cannot spare the canary by its length.
-CANARY_SIZES = (1 << 14, 1 << 18, 1 << 22, 1 << 26)
+# The clock canary's lengths (CUDA, GPU cycles of a spin kernel: ~2 us to ~0.13 ms on the H200): the judge draws
+# one per batch in secret, so a hook that reads short only on intervals of some length cannot spare the canary
+# by its length. CANARY_PAD: an untimed spin first, so that the host has queued the timed one before the device
+# reaches it (else its interval holds launch gaps: session 16 measured 0.03 ms for a 3 us canary mid-batch).
+CANARY_SIZES = (1 << 12, 1 << 14, 1 << 16, 1 << 18)
+CANARY_PAD = 1 << 16
 
 
 @dataclass

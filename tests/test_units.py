@@ -469,14 +469,14 @@ def test_the_clock_canary_catches_a_clock_that_reads_short_and_only_that():
     is caught by the small sizes; an honest spread (GPU clocks, a slow batch) is not; a canary left untimed on
     CUDA is; the CPU has none."""
     from kernelbench_cli.judge.evidence import check_canary
-    sizes = {0: 0.003, 1: 0.006, 2: 0.03, 3: 0.15}          # ms per size, H200-like
+    sizes = {0: 0.002, 1: 0.008, 2: 0.033, 3: 0.13}          # ms per size, H200-like
     before = [(k, sizes[k] * f) for f in (0.98, 1.0, 1.03) for k in sizes]
-    honest = [(0, 0.0028), (3, 0.151), (1, 0.0065), (2, 0.029), (3, 0.35), (0, 0.0031)]
+    honest = [(0, 0.0019), (3, 0.131), (1, 0.0085), (2, 0.029), (3, 0.35), (0, 0.0031)]
     assert check_canary(before, honest, "cuda") is None
     lie = check_canary(before, [(k, sizes[k] * 0.1) for k in (3, 1, 0, 2, 2, 3)], "cuda")
     assert lie is not None and lie.name == "timer-tampered" and "10.0x short" in lie.detail, lie
     # short only below 0.1 ms: the three smaller sizes read short, the largest true
     below = check_canary(before, [(k, sizes[k] * (0.1 if sizes[k] < 0.1 else 1.0)) for k in (0, 1, 2, 3, 1, 0)], "cuda")
     assert below is not None and below.name == "timer-tampered", below
-    assert check_canary(before, [(3, 0.15), (1, -1.0)], "cuda").name == "timer-tampered"   # the canary not timed
+    assert check_canary(before, [(3, 0.13), (1, -1.0)], "cuda").name == "timer-tampered"   # the canary not timed
     assert check_canary([], [], "cpu") is None and check_canary([(0, -1.0)], [(0, -1.0)], "cpu") is None

@@ -11,13 +11,17 @@ import time
 
 perf_counter_ns = time.perf_counter_ns      # bound now: `time.perf_counter_ns = ...` later is not seen
 
-# The clock canary (CUDA): kbench's own fixed work, timed with this process's clock after every batch, before
-# the candidate's import (the hand-over pings) and after it. A clock rewritten below Python to read short
-# reads kbench's work short too, however short the candidate's calls. One float add over a slice of a
-# buffer, its size drawn by the judge per batch from channel.CANARY_SIZES (3 us to ~0.15 ms on the H200; the
-# largest 4x L2, so what the candidate's calls left there cannot speed it up): memory-bound, so SM clocks
-# barely move it. Not on the CPU: a plain loop there read 0.43x as long after the import as before it for an
-# honest kernel on the loaded 2-core box (the pings run while spare candidate processes import torch).
+# The clock canary (CUDA): kbench's own fixed work, timed with this process's clock in every batch, before the
+# candidate's import (the hand-over pings) and after it. A clock rewritten below Python to read short reads
+# kbench's work short too, however short the candidate's calls. The work is torch's spin kernel for a number of
+# GPU cycles drawn by the judge per batch (channel.CANARY_SIZES), launched through its C entry point bound
+# before the import: no dispatcher, so no Python-reachable override (a torch.library kernel, a dispatch mode)
+# can make it do more work to match a clock that reads short; an untimed spin first keeps the host ahead of the
+# device so the interval is the spin's alone (session 16: a float add timed mid-batch read 0.03 ms for 3 us of
+# work, launch gaps, which let a 10x-short clock pass). Its time follows the SM clock, which moves it by far
+# less than the 2x the check needs. Not on the CPU: a plain loop there read 0.43x as long after the import as
+# before it for an honest kernel on the loaded 2-core box (the pings run while spare candidate processes
+# import torch).
 
 
 class DeviceTimer:
