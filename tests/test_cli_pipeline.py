@@ -50,24 +50,34 @@ def test_mixed_batch_reports_every_failure_class_and_finishes_the_rest(kbench, t
     assert_spares_ahead_and_stopped_while_timed(trace)
 
 
-def assert_spares_ahead_and_stopped_while_timed(trace):
-    marks = sorted((float(t), event) for t, _, role, event in (line.split(" ", 3) for line in
-                                                               trace.read_text().splitlines()) if role == "judge")
-    first_job = next(n for n, (_, e) in enumerate(marks) if e.startswith("job ") and e.endswith("received"))
-    ahead = [e for _, e in marks[:first_job] if e.endswith(("run: started", "run: forked"))]
-    assert len(ahead) == 2                                                   # this job's and the next's
-    if shutil.which("nvidia-smi") is None:   # no CUDA driver to load with torch: forks of the judge (forking.py)
-        assert all(e.endswith("run: forked") for e in ahead), ahead
-    paused, rounds = set(), 0
-    for _, event in marks:
-        if event.endswith(": paused"):
-            paused.add(event.split()[1])
-        elif event.endswith(": resumed"):
-            paused.remove(event.split()[1])
-        elif event.startswith("round "):
-            rounds += 1
-            assert paused, "a timed round ran while the next job's candidate process was running"
-    assert rounds and not paused
+def assert_spares_ahead_and_stopped_while_timed(trace, judges: int = 1):
+    """Per reference process (judge): before its first job, candidate processes for that job and the next
+    (forks of it where no CUDA driver is loaded with torch), held ones included; no timed round while a spare
+    runs."""
+    by_pid: dict = {}
+    for line in trace.read_text().splitlines():
+        t, pid, role, event = line.split(" ", 3)
+        if role == "judge":
+            by_pid.setdefault(pid, []).append((float(t), event))
+    timed = [marks for marks in by_pid.values() if any(e.startswith("round ") for _, e in marks)]
+    assert len(timed) == judges, sorted(by_pid)        # (a judge whose jobs were all skipped times nothing)
+    for marks in timed:
+        marks.sort()
+        first_job = next(n for n, (_, e) in enumerate(marks) if e.startswith("job ") and e.endswith("received"))
+        ahead = [e for _, e in marks[:first_job] if e.endswith(("run: started", "run: forked"))]
+        assert len(ahead) == 2, marks[:first_job + 1]                 # this job's and the next's
+        if shutil.which("nvidia-smi") is None:   # no CUDA driver to load with torch: forks of the judge (forking.py)
+            assert all(e.endswith("run: forked") for e in ahead), ahead
+        paused, rounds = set(), 0
+        for _, event in marks:
+            if event.endswith(": paused"):
+                paused.add(event.split()[1])
+            elif event.endswith(": resumed"):
+                paused.remove(event.split()[1])
+            elif event.startswith("round "):
+                rounds += 1
+                assert paused, "a timed round ran while the next job's candidate process was running"
+        assert rounds and not paused
 
 
 def test_check_passes_a_correct_candidate_and_reuses_its_build(kbench):
@@ -95,7 +105,8 @@ def test_check_prints_table_summary_and_exit_code_for_a_wrong_candidate(kbench):
 def test_bench_all_runs_every_bundled_cpu_candidate_correctly(kbench):
     """The README's main command on a machine without a GPU: the bundled CPU problems, all correct; the Triton
     candidates of the GPU-sized problems skipped with the reason (the interpreter would take minutes)."""
-    code, doc = kbench.json("bench", "--all", "--device", "cpu")
+    trace = kbench.runs / "bench-all.trace"
+    code, doc = kbench.json("bench", "--all", "--device", "cpu", env={"KBENCH_TRACE": str(trace)})
     ran = [r for r in doc["results"] if r["status"] != "skipped"]
     skipped = [r for r in doc["results"] if r["status"] == "skipped"]
     assert {r["problem"] for r in ran} == {"cpu/1_Add_ReLU", "cpu/2_Row_Sum_Of_Squares", "cpu/3_Scale_Bias_Clamp",
@@ -109,6 +120,9 @@ def test_bench_all_runs_every_bundled_cpu_candidate_correctly(kbench):
     assert weights["cpu/3_Scale_Bias_Clamp"] == "state_dict"
     assert doc["summary"]["correct"] == doc["summary"]["jobs"] == len(ran)
     assert doc["summary"]["skipped"] == len(skipped)
+    # every judge after the first is started ahead, held beside another problem's job: its two candidate
+    # processes were forked then too (spawned at its first job, the second job waited ~1.5 s on the H200)
+    assert_spares_ahead_and_stopped_while_timed(trace, judges=4)
 
 
 def test_build_all_compiles_without_running(kbench):

@@ -107,11 +107,11 @@ class Judge:
         from .sides import DeviceProbe, Flush
         trace.mark("judge", "imported")
         # torch imported, nothing secret here yet: the candidate processes are forks of this image, and bring
-        # the device up while the problem loads. A held judge starts one (beside another problem's timed job)
-        # and the rest with its first job.
-        self.start_spare(hold)              # the first job's
-        for _ in range(0 if hold else min(int(self.spec.get("jobs", 1)) - 1, AHEAD[self.device == "cuda"])):
-            self.start_spare()
+        # the device up while the problem loads. A held judge forks them all now too (beside another problem's
+        # timed job, held: they touch neither the device nor the cores until released): spawned at its first
+        # job instead, its second job waited ~1.5 s for one (the H200 suite, session 16).
+        for _ in range(1 + min(int(self.spec.get("jobs", 1)) - 1, AHEAD[self.device == "cuda"])):
+            self.start_spare(hold)
         first = None
         if hold:     # started ahead of its turn (torch imported): the device is another job's until a job comes
             first, _ = self.chan.recv()
