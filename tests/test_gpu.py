@@ -41,13 +41,13 @@ def test_cuda_batch_failures_and_exploits(kbench):
     assert code == 1
 
 
-def short_kernel_lie(kbench, name: str, canary: bool = False) -> None:
+def short_kernel_lie(kbench, name: str, canary: bool = False, extra: tuple = ()) -> None:
     """A 10x lie about the CUDA event clock (fixture `name`) beside the honest kernel on cpu/1 (a 0.03 ms kernel,
     shorter than the witness resolves per call): caught (timer-tampered), or its speedup near the honest one;
     with `canary`, caught by the clock canary (evidence.check_canary)."""
     fixtures = FIXTURES / "cuda_kernels" / "cpu" / "1_Add_ReLU"
     code, doc = kbench.json("bench", "cpu/1", "--device", "cuda", "--kernel", fixtures / f"{name}.py",
-                            "--kernel", fixtures / "correct.py", *CUDA_FIXTURES)
+                            "--kernel", fixtures / "correct.py", *CUDA_FIXTURES, *extra)
     got = by_candidate(doc)
     honest, lie = got["correct"], got[name]
     assert honest["status"] == "ok" and not honest["flags"], brief(honest)
@@ -79,6 +79,17 @@ def test_a_native_event_clock_hook_on_a_short_kernel_is_caught_by_the_clock_cana
     clock before the import and in every batch, reads 10x short too, and Python cannot lengthen it (the
     inflate fixture: add_ overridden, the spin entry points replaced; add_ beat session 15's float-add canary)."""
     short_kernel_lie(kbench, name, canary=True)
+
+
+def test_a_clock_hook_on_the_candidates_own_intervals_only_is_priced_at_the_witness(kbench):
+    """The exploit that beats the canary: the native hook reads short only on intervals holding the candidate's
+    own launches (it tracks the events recorded around them), so kbench's canary reads true. The witness is the
+    bound there: with quick.yaml's 30 batches it priced the uniform hook at 1.41x against the honest 1.94x
+    (session 15, results/H200/witness-20261204-s15/). Written in session 16 after its device time was spent:
+    first run in session 17."""
+    short_kernel_lie(kbench, "event_hook_tracked", extra=(
+        "--config", ROOT / "configs" / "quick.yaml", "--set", "timing.max_rounds=30", "--set", "timing.budget_s=6",
+        "--set", "timing.batch_ms=8"))
 
 
 def test_a_native_event_clock_hook_is_caught_by_the_witness(kbench):
