@@ -126,20 +126,35 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
         if r["timing"].get("ref_rounds_ms"):
             fastest.setdefault(r["problem"], []).append(min(r["timing"]["ref_rounds_ms"]))
     usual = {problem: statistics.median(v) for problem, v in fastest.items()}
+    slow = []
     for name in HARMLESS:
         r = got[name]
         assert r["status"] == "ok" and not [f for f in r["flags"] if f["severity"] == "error"], (name, r["message"])
         # the reference was not slowed from inside the candidate: its fastest round is the usual one, within
         # noise (a sabotage slows every round; a busy 2-core box slows some)
-        assert min(r["timing"]["ref_rounds_ms"]) < 1.6 * usual[r["problem"]], \
-            (name, r["timing"]["ref_rounds_ms"], usual[r["problem"]])
+        if min(r["timing"]["ref_rounds_ms"]) >= 1.6 * usual[r["problem"]]:
+            slow.append(name)
         assert r["env"]["threads"] == honest["env"]["threads"]          # the judge's thread count is its own
         assert r["timing"]["speedup"] < 3.0 * honest["timing"]["speedup"], (name, r["timing"]["speedup"])
+    if slow:    # two rounds can both be slow by chance (the H200 host, session 17: state_probe 1.67x the usual,
+        # alone on 16 cores); a sabotage slows the reference again, so those are run again, with more rounds
+        ref_slowed_again(kbench, slow)
     assert got["env_secret"]["correctness"]["passed"] == got["env_secret"]["correctness"]["trials"]
     # forged records never reach the results file: it holds exactly one record per job
     lines = (kbench.runs / doc["run_id"] / "results.jsonl").read_text().splitlines()
     assert len(lines) == len(got) and all('"forged"' not in line for line in lines)
     assert all(r["env"].get("sandbox") == "seccomp" for r in got.values() if r["status"] in ("ok", "integrity", "incorrect"))
+
+
+def ref_slowed_again(kbench, names: list) -> None:
+    """The harmless exploits `names` (all on cpu/1) whose reference looked slow, run again beside the honest
+    candidates with six rounds each: each one's fastest reference round within 1.6x of the run's usual."""
+    kernels = [a for n in (*names, "honest", "out_param") for a in ("--kernel", ADVERSARIAL / "cpu" / "1_Add_ReLU" / f"{n}.py")]
+    _, doc = kbench.json("bench", "cpu/1_Add_ReLU", *kernels, "--set", "timing.min_rounds=6", "--set", "timing.max_rounds=6")
+    got = by_candidate(doc)
+    usual = statistics.median(min(r["timing"]["ref_rounds_ms"]) for r in got.values())
+    for name in names:
+        assert min(got[name]["timing"]["ref_rounds_ms"]) < 1.6 * usual, (name, got[name]["timing"]["ref_rounds_ms"], usual)
 
 
 def test_honest_fixture_raises_no_flag(kbench):
