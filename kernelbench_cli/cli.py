@@ -17,7 +17,7 @@ from . import results as R
 from .catalog import Catalog, read_candidate
 from .config import load_config
 from .errors import InputError
-from .orchestrate import execute, plan, resolve_device, run_reference_only
+from .orchestrate import execute, plan, precompile_baselines, resolve_device, run_reference_only
 from .reports.terminal import render, to_json
 from .results import RunStore
 
@@ -185,14 +185,23 @@ def build(problems: List[str] = typer.Argument(None, help="Problems whose candid
           config: Optional[Path] = ConfigOpt, device: Optional[str] = DeviceOpt, json: bool = JsonOpt,
           out: Optional[Path] = OutOpt, set_: List[str] = typer.Option([], "--set", help=SetOpt.help),
           arch: Optional[str] = scale.ArchOpt, executor: Optional[str] = scale.ExecutorOpt,
-          ray_address: Optional[str] = scale.RayAddressOpt):
+          ray_address: Optional[str] = scale.RayAddressOpt,
+          baselines: Optional[str] = typer.Option(None, "--baselines", help="With compile: also compile each "
+                                                  "problem's torch.compile baseline into the cache (untimed).")):
     """Compile candidates in parallel processes (cached by content); run nothing."""
-    cfg, dev, catalog = _setup(config, device, out, set_, scaled=scale.overrides(None, None, executor, ray_address,
-                                                                                arch), compile_only=True)
+    cfg, dev, catalog = _setup(config, device, out, set_, baselines, compile_only=True,
+                               scaled=scale.overrides(None, None, executor, ray_address, arch))
     jobs, skipped = plan(catalog, _select(catalog, problems or [], all_), [], dev)
     store = RunStore(Path(cfg.paths.runs))
     results = _run(cfg, dev, jobs, skipped, json, "build", build_only=True, store=store)
     err.print(f"compile logs, one per candidate: {store.jobs}/build-*.log", highlight=False)
+    if "compile" in cfg.baselines:
+        done = precompile_baselines(cfg, dev, jobs, store, err)
+        err.print(f"torch.compile baselines compiled: {sum(r.status == R.OK and r.phase != 'skipped' for r in done)}"
+                  f"/{len(done)} problems", highlight=False)
+        for r in done:
+            if r.status != R.OK or r.phase == "skipped":
+                err.print(f"  {r.problem}: {r.message}", markup=False, highlight=False)
     raise typer.Exit(_exit_code(results))
 
 

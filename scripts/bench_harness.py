@@ -6,10 +6,12 @@ its target and writes them as JSON:
 1. warm `kbench check <problem> --config configs/quick.yaml`, command to exit (3 runs; target <= 6 s), with a
    warm server (`kbench serve`, started here) and without one (KBENCH_SERVE=0): the ratio is printed;
 2. `kbench bench --all --baselines eager,compile` on one GPU: wall (target <= 300 s) and the median harness
-   overhead per job, job wall minus its timing loop (target <= 2 s);
+   overhead per job, job wall minus its timing loop (target <= 2 s); also less the torch.compile baseline's own
+   timing rounds (timing the command asked for), and less its compile as well (the harness alone);
 3. candidates per hour on the level1 problems (default config; target >= 600): the bundled candidates once,
    and --samples copies of each (a researcher's batch of generated samples per problem).
-Run from the repo root on the GPU host; KBENCH_CACHE_DIR should hold the builds (`kbench build --all`).
+Run from the repo root on the GPU host; KBENCH_CACHE_DIR should hold the builds and the torch.compile baselines
+(`kbench build --all --baselines eager,compile`).
 """
 from __future__ import annotations
 
@@ -127,13 +129,27 @@ def main() -> int:
               wall <= 300))
         med = statistics.median(overhead) if overhead else float("nan")
         save(("median harness overhead per job (wall - timing loop)", f"{med:.2f} s", "<= 2 s", med <= 2))
-        # the torch.compile baseline (once per problem, in its first job's wall) is work the command asked for,
-        # not harness: shown apart so that each can be read (session 16: 4.7 s median of the 6.4 s)
-        bare = [r["wall_s"] - r.get("phases", {}).get("timing_s", 0.0) - r.get("phases", {}).get("compile_s", 0.0)
-                for r in results if r.get("wall_s")]
-        doc["overhead_less_compile_s"] = bare
-        bmed = statistics.median(bare) if bare else float("nan")
-        save(("  the same less the torch.compile baseline's time", f"{bmed:.2f} s", "<= 2 s", bmed <= 2))
+        # The torch.compile baseline (once per problem, in its first job's wall: phases.compile_s) is its compile
+        # (baselines.compile.compile_s; from Inductor's cache when `kbench build --baselines compile` ran) and its
+        # own timing rounds (loop_s): rounds are timing, the compile is overhead; shown apart so each can be read.
+        def less(r, compile_too: bool) -> float:
+            ph, base = r.get("phases", {}), r.get("baselines", {}).get("compile", {})
+            paid = ph.get("compile_s", 0.0)
+            rounds = min(paid, base.get("loop_s", 0.0))
+            return r["wall_s"] - ph.get("timing_s", 0.0) - (paid if compile_too else rounds)
+        for compile_too, key, what in ((False, "overhead_less_compile_rounds_s",
+                                        "  the same less the torch.compile baseline's timing rounds"),
+                                       (True, "overhead_less_compile_s", "  the same less its compile too (the harness alone)")):
+            vals = [less(r, compile_too) for r in results if r.get("wall_s")]
+            doc[key] = vals
+            m = statistics.median(vals) if vals else float("nan")
+            save((what, f"{m:.2f} s", "<= 2 s", m <= 2))
+        ready = [r["baselines"]["compile"]["compile_s"] for r in results
+                 if r.get("phases", {}).get("compile_s", 0) > 0.5 and "compile_s" in r.get("baselines", {}).get("compile", {})]
+        if ready:
+            doc["compile_ready_s"] = ready
+            print(f"torch.compile of the baseline, {len(ready)} problems: median {statistics.median(ready):.2f} s, "
+                  f"max {max(ready):.2f} s")
         names = sorted({k for r in results for k in r.get("phases", {})})
         doc["suite_phase_medians_s"] = {k: statistics.median(r["phases"].get(k, 0.0) for r in results) for k in names}
         print("suite phase medians (s): " + ", ".join(f"{k} {v:.2f}" for k, v in doc["suite_phase_medians_s"].items()))

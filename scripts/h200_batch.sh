@@ -3,7 +3,7 @@
 #   bash scripts/h200_batch.sh STEPS [BENCH_ARGS...]
 # STEPS, comma-separated, run in this order:
 #   env        GPUs, driver, torch
-#   build      kbench build --all (pool)
+#   build      kbench build --all (pool), and every problem's torch.compile baseline into Inductor's cache
 #   triton     the four GPU problems with bundled Triton candidates, beside their CUDA ones, eager + compile
 #   witness    the witness's view of honest kernels and of the short-kernel clock lies (fixture_table.py), at
 #              timing.batch_ms in $WITNESS_BATCH_MS (default "2 8"): what per-call time it resolves; problems $WITNESS_PROBLEMS
@@ -57,7 +57,7 @@ if has probe; then
   CUDA_VISIBLE_DEVICES=0 timed python3 scripts/probe_profiler_cost.py
 fi
 if has build; then
-  timed kb build --all --out "$RUNS" --set build.jobs="$(nproc)" | tail -8
+  timed kb build --all --baselines eager,compile --out "$RUNS" --set build.jobs="$(nproc)" | tail -8
 fi
 if has triton; then
   CUDA_VISIBLE_DEVICES=0 timed kb bench level1/6_GELU level1/5_RMSNorm level1/3_Softmax level2/1_Gemm_Bias_ReLU \

@@ -78,7 +78,18 @@ def test_calibrate_then_roofline_and_compile_baseline(kbench, tmp_path):
     assert proc.returncode == 0, proc.stderr
     saved = json.loads(next(ceilings.glob("*.json")).read_text())
     assert saved["copy_gbps"] > 0 and saved["matmul_tflops"]["float32"] > 0
+    # `build --baselines compile` compiles the torch.compile baseline into Inductor's cache beside the builds: the
+    # check's baseline then compiles nothing (no file added to that cache), where it took ~10 s on the H200
+    built = kbench("build", "cpu/4", "--baselines", "eager,compile")
+    assert built.returncode == 0 and "torch.compile baselines compiled: 1/1 problems" in built.stderr, built.stderr[-2000:]
+    inductor = kbench.cache / "inductor"
+
+    def cached() -> set:
+        return {p for p in inductor.rglob("*") if p.is_file() and "locks" not in p.parts}
+    before = cached()
+    assert any(p.suffix == ".so" for p in before), sorted(before)[:20]
     code, doc = kbench.json("check", "cpu/4", "--set", f"paths.ceilings={ceilings}", "--baselines", "eager,compile")
+    assert cached() == before, sorted(cached() - before)
     r = doc["results"][0]
     assert code == 0, r["message"]
     roof = r["roofline"]

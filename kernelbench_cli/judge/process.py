@@ -223,6 +223,30 @@ class Judge:
                 f"{self.spec['problem_path']}: reference failed: {type(e).__name__}: {e}"
         self.chan.send({"op": "result", "result": result.to_dict()})
 
+    def precompile(self) -> None:
+        """The problem's torch.compile baseline compiled once, into Inductor's cache (reference_env), timing
+        nothing: `kbench build --baselines compile`, so a later bench finds the baseline built as it finds the
+        candidates."""
+        from .. import results as R
+        from .reference import ProblemFailed, Reference
+        result = self.failed(R.OK, "")
+        result.candidate = "(torch.compile)"
+        too_big = self.device == "cpu" and lint_too_big_for_cpu(self.spec["problem_path"], self.cfg.dtype)
+        if too_big:
+            result.phase, result.message = "skipped", too_big.split(" (~")[0] + " (compiled by its bench instead)"
+            self.chan.send({"op": "result", "result": result.to_dict()})
+            return
+        start = time.perf_counter()
+        try:
+            ref = Reference(self.spec["problem_path"], self.cfg, self.device)
+            ref.compiled(ref.inputs(ref.seeds["trials"]))
+        except (ProblemFailed, Exception) as e:
+            traceback.print_exc()
+            result.status, result.message = R.PROBLEM_ERROR, str(e) if isinstance(e, ProblemFailed) else \
+                f"{self.spec['problem_path']}: torch.compile of the reference failed: {type(e).__name__}: {e}"[:400]
+        result.phases["compile_s"] = round(time.perf_counter() - start, 3)
+        self.chan.send({"op": "result", "result": result.to_dict()})
+
     def calibrate(self) -> None:
         """Measure this device's ceilings once and cache them for every later job's roofline."""
         from .. import results as R

@@ -3,6 +3,8 @@ run each job through its problem's reference process on this host's slots or on 
 never imports problem or candidate code; see docs/architecture.md."""
 from __future__ import annotations
 
+import os
+
 from pathlib import Path
 
 from .plan import Job, JobSpec, file_error_result, plan
@@ -42,17 +44,20 @@ def execute(jobs: list, cfg, device: str, store, console, build_only: bool = Fal
             store.reveal()         # the secret seeds, now that no candidate is left to read them
 
 
-def run_reference_only(mode: str, problems: list, cfg, device: str, store, console) -> list:
+def run_reference_only(mode: str, problems: list, cfg, device: str, store, console, parallel: int = 1,
+                       record: bool = True) -> list:
     """Reference processes without a candidate: "lint" runs each problem's reference; "calibrate" (problem
-    None) measures the device's ceilings."""
+    None) measures the device's ceilings; "precompile" compiles each problem's torch.compile baseline into
+    Inductor's cache (untimed work: `parallel` at once). record: results into the run's results.jsonl."""
+    from concurrent.futures import ThreadPoolExecutor
     from ..build import build_env
     from .collect import progress_bar
     from .judges import JudgeClient
     env = build_env(cfg, device, 1)
-    results = []
     with progress_bar(console) as progress:
         task = progress.add_task(mode, total=len(problems), current="")
-        for problem in problems:
+
+        def one(problem):
             key, path = (problem.key, str(problem.path)) if problem else (f"device/{device}", "")
             progress.update(task, current=key)
             judge = JudgeClient(key, path, cfg, device, env, Path(store.jobs), mode=mode)
@@ -60,7 +65,17 @@ def run_reference_only(mode: str, problems: list, cfg, device: str, store, conso
                 result = judge.result(cfg.timeouts.run_s)
             finally:
                 judge.close()
-            store.append(result)
-            results.append(result)
+            if record:
+                store.append(result)
             progress.update(task, advance=1)
-    return results
+            return result
+        with ThreadPoolExecutor(max(1, parallel)) as pool:
+            return list(pool.map(one, problems))
+
+
+def precompile_baselines(cfg, device: str, jobs: list, store, console) -> list:
+    """`kbench build --baselines compile`: each problem's torch.compile baseline compiled into Inductor's cache
+    beside kbench's builds, a few problems at once (nothing is timed during a build), results not recorded."""
+    problems = list({j.problem.key: j.problem for j in jobs}.values())
+    return run_reference_only("precompile", problems, cfg, device, store, console,
+                              parallel=max(1, min(4, (os.cpu_count() or 2) // 2)), record=False)
