@@ -113,9 +113,11 @@ def main() -> None:
     report = {}
     if args.aa:
         report["aa"] = part_aa(args.aa, args.extra, args.out)
+        save(args.out, report)
     if args.repeat:
         problem, cand = args.repeat.split("=", 1)
         report["repeatability"] = part_repeat(problem, cand, args.extra, args.out)
+        save(args.out, report)
     if args.ncu:
         problem, cand = args.ncu.split("=", 1)
         rep = report.get("repeatability")
@@ -125,7 +127,12 @@ def main() -> None:
             kb_ms = kbench("check", problem, "--kernel", cand, "--out", str(args.out / "runs"),
                            *args.extra)["results"][0]["timing"]["cand_ms"]
         report["ncu"] = part_ncu(problem, cand, kb_ms, args.out)
-    (args.out / "timing_quality.json").write_text(json.dumps(report, indent=2))
+        save(args.out, report)
+
+
+def save(out: Path, report: dict) -> None:
+    """After every part: a part that fails (no ncu on the host) keeps the ones before it."""
+    (out / "timing_quality.json").write_text(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":
