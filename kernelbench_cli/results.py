@@ -87,7 +87,7 @@ class Timing:
     stop_reason: str = ""       # ci-target | budget | max-rounds
     throttled_rounds: int = 0   # rounds taken while NVML reported power/thermal throttling
     throttled_kept: bool = False  # too few clean rounds: throttled ones kept (both sides of a round share the cap)
-    ref_host_ms: float | None = None    # synchronised wall time per call (launch overhead, side streams)
+    ref_host_ms: float | None = None    # CUDA: a batch's wall per call (launch-bound code shows here); CPU: per call
     cand_host_ms: float | None = None   # the witness: the judge's clock from hand-over to reply, per call
     handover_ms: float | None = None    # what the witness allows per call beyond the candidate's own time
     handover_spread_ms: float | None = None   # the hand-over's noise: robust standard deviation (MAD)

@@ -1,6 +1,8 @@
 """GPU behaviour, verified on a real GPU (`pytest -m gpu` on the lent H200); skipped where there is none."""
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
 from conftest import FIXTURES, ROOT, by_candidate
@@ -59,10 +61,16 @@ def short_kernel_lie(kbench, name: str, canary: bool = False, extra: tuple = ())
         assert "timer-tampered" in {f["name"] for f in lie["flags"]}, brief(lie)
         return
     assert lie["status"] == "ok", brief(lie)
-    ratio = lie["timing"]["speedup"] / honest["timing"]["speedup"]
-    print(f"{name}: speedup {lie['timing']['speedup']:.3f} vs honest {honest['timing']['speedup']:.3f} "
-          f"(ratio {ratio:.2f}, the lie asks 10x)")
-    assert 0.4 < ratio < 1.6, (name, lie["timing"]["speedup"], honest["timing"]["speedup"])
+    # Against the honest kernel's own clock (for an honest kernel, the truth), not its priced time: on a 0.03 ms
+    # kernel the witness sometimes prices the honest one up to twice its device time (a hand-over calibrated
+    # low; H200 session 18: honest 1.01x in one job, 2.39x in another, own clock 0.0217 ms both times), and the
+    # lie then looked 2.4x better than an honest run that was merely priced badly.
+    own = statistics.median(c / n for c, _, n in honest["timing"]["witness_batches"])
+    claimed = statistics.median(c / n for c, _, n in lie["timing"]["witness_batches"])
+    ratio = own / lie["timing"]["cand_ms"]
+    print(f"{name}: priced {lie['timing']['cand_ms']:.4f} ms/call (claimed {claimed:.4f}) vs the honest kernel's "
+          f"own {own:.4f} (priced {honest['timing']['cand_ms']:.4f}): {ratio:.2f}x faster, the lie asks 10x")
+    assert ratio < 1.6, (name, lie["timing"]["cand_ms"], own)
 
 
 def test_a_python_event_clock_patch_on_a_short_kernel_is_harmless(kbench):

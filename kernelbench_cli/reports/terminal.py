@@ -142,7 +142,7 @@ def notes(r: Result) -> list[str]:
                    "float64: no further from it than the reference itself")
     if t.cand_host_ms is not None and t.cand_ms is not None and t.clock == "cuda-events" and (
             t.cand_host_ms > HOST_DEVICE_RATIO * t.cand_ms or t.ref_host_ms > HOST_DEVICE_RATIO * t.ref_ms):
-        out.append(f"host time per call (synchronised): ref {fmt_time(t.ref_host_ms)}, cand "
+        out.append(f"host time per call (a batch's wall over its calls; the candidate's with the hand-over): ref {fmt_time(t.ref_host_ms)}, cand "
                    f"{fmt_time(t.cand_host_ms)} vs device {fmt_time(t.ref_ms)}, {fmt_time(t.cand_ms)}")
     if r.correctness.variants:
         out.append("generalisation: " + ", ".join(
