@@ -54,8 +54,10 @@ def short_kernel_lie(kbench, name: str, canary: bool = False, extra: tuple = ())
     honest, lie = got["correct"], got[name]
     assert honest["status"] == "ok" and not honest["flags"], brief(honest)
     assert honest["timing"]["canary_ms"]["after"], brief(honest)
-    if canary:
-        assert lie["status"] == "integrity" and "kbench's own fixed work" in lie["message"], \
+    if canary:      # caught: by the canary, or by the witness first (H200 session 18: 0.06 ms a call unaccounted
+        # for, with the reference timed in batches as the candidate is)
+        assert lie["status"] == "integrity" and ("kbench's own fixed work" in lie["message"] or
+                                                 "timer-tampered" in {f["name"] for f in lie["flags"]}), \
             (brief(lie), lie["timing"].get("canary_ms"))
     if lie["status"] == "integrity":          # (the witness saw it: caught is fine too)
         assert "timer-tampered" in {f["name"] for f in lie["flags"]}, brief(lie)
