@@ -3,6 +3,8 @@
 On the CPU this runs in Triton's interpreter (correctness only, not a speed); there a program is a numpy
 pass over its block, so blocks are large. `v < 0 ? 0 : v` keeps NaN, as torch.relu does (a max with 0
 would drop it on the GPU).
+Measured (H200, 2026-12-04, results/H200/bench-20261204-s18.jsonl): 47.1 µs per call, 0.60x eager [0.55,
+0.66], 1.85x torch.compile; 0.27 of the roofline floor (12.8 µs).
 """
 import torch
 import torch.nn as nn

@@ -3,6 +3,8 @@ accumulating x*x in float32, so no full-size temporary is written (eager writes 
 
 Autotuned over tile shapes (on a GPU the build phase tunes; under the CPU interpreter the first config
 runs, and its times are not speeds).
+Measured (H200, 2026-12-04, results/H200/bench-20261204-s18.jsonl): 29.5 µs per call, 0.70x eager [0.64,
+0.76], 1.74x torch.compile; 0.14 of the roofline floor (4.3 µs).
 """
 import torch
 import torch.nn as nn

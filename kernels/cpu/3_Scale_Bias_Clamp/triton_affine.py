@@ -2,6 +2,8 @@
 
 The clamp is written with comparisons so that NaN stays NaN, as in torch.clamp (min/max would drop it on
 the GPU). Blocks are large on the CPU, where the interpreter runs each program as a numpy pass.
+Measured (H200, 2026-12-04, results/H200/bench-20261204-s18.jsonl): 44.2 µs per call, 1.20x eager [1.05,
+1.37], 2.09x torch.compile; 0.19 of the roofline floor (8.5 µs).
 """
 import torch
 import torch.nn as nn

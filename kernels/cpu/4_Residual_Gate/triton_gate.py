@@ -1,5 +1,8 @@
 """x + 0.5 * y * z in one Triton pass (eager: three element-wise kernels and two temporaries), in eager's
-order of operations, so the rounding is the same."""
+order of operations, so the rounding is the same.
+Measured (H200, 2026-12-04, results/H200/bench-20261204-s18.jsonl): 49.9 µs per call, 0.88x eager [0.78,
+1.00], 1.71x torch.compile; 0.34 of the roofline floor (17.1 µs).
+"""
 import torch
 import torch.nn as nn
 import triton

@@ -6,6 +6,8 @@ with warp shuffles and one shared-memory step, then writes exp(x - max) / sum fr
 Rows longer than blockDim * CACHE * 4 still work: the uncached tail is re-read from global memory.
 Accurate expf (no --use_fast_math) so the error vs the fp64 oracle stays at the fp32 reference's.
 Expected: near the copy floor (512 MB of traffic, ~125 us); eager is already close, so ~1.0-1.2x.
+Measured (H200, 2026-12-04, results/H200/bench-20261204-s18.jsonl): 137.6 µs per call, 1.30x eager [1.29,
+1.32], 1.74x torch.compile; 0.99 of the roofline floor (136.6 µs).
 """
 import torch
 import torch.nn as nn

@@ -3,6 +3,8 @@
 A row of up to 32768 floats stays in registers (16384 columns: 32 per thread at 16 warps); longer rows take
 an online pass (running max and rescaled sum) and a second pass that writes (reading the row again, mostly
 from L2). NaN and +inf in a row give a NaN row, -inf entries give 0, as torch.softmax does.
+Measured (H200, 2026-12-04, results/H200/bench-20261204-s18.jsonl): 144.5 µs per call, 1.27x eager [1.26,
+1.28], 1.70x torch.compile; 0.94 of the roofline floor (136.6 µs).
 """
 import torch
 import torch.nn as nn

@@ -7,6 +7,8 @@ One HBM read and one write per element; weight/bias (32 KB) stay in L1/L2. Reduc
 shuffles plus one shared-memory step. Rows longer than blockDim * CACHE * 4 are re-read for the
 uncached tail (general shapes work). Expected: near the copy floor (512 MB, ~125 us); eager's
 layer_norm kernel is also single-kernel, so ~1.0-1.3x.
+Measured (H200, 2026-12-04, results/H200/bench-20261204-s18.jsonl): 145.8 µs per call, 1.52x eager [1.48,
+1.55], 1.19x torch.compile; 0.94 of the roofline floor (136.6 µs).
 """
 import math
 

@@ -6,6 +6,8 @@ block sums x^2 (warp shuffles + one shared-memory step), and the row is written 
 x * rsqrt(mean + eps) * weight from the registers: one HBM read, one write. The uncached tail of rows
 longer than blockDim * CACHE * 4 is re-read (general shapes work).
 Expected: near the copy floor (512 MB, ~125 us) against several passes for eager: ~3x.
+Measured (H200, 2026-12-04, results/H200/bench-20261204-s18.jsonl): 137.0 µs per call, 4.41x eager [4.37,
+4.45], 1.30x torch.compile; 1.00 of the roofline floor (136.6 µs).
 """
 import torch
 import torch.nn as nn

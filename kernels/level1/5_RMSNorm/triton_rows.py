@@ -4,6 +4,8 @@ Eager runs pow, mean, add, rsqrt, and two multiplies as separate kernels (the 64
 here x is read once and y written once. A row of up to 16384 floats stays in registers (one pass); longer
 rows are walked twice in blocks (the second read mostly from L2). Same operation order as the reference's
 x * rms * weight, so roundings match but for the sum's order.
+Measured (H200, 2026-12-04, results/H200/bench-20261204-s18.jsonl): 145.2 µs per call, 4.16x eager [4.12,
+4.20], 1.23x torch.compile; 0.94 of the roofline floor (136.6 µs).
 """
 import torch
 import torch.nn as nn

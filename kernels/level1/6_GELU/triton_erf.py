@@ -3,6 +3,8 @@
 The same expression as torch's (so -inf gives NaN and NaN stays NaN, as eager). Memory-bound: the floor is
 the copy of 256 MB in and out; Triton vectorises the contiguous block into 16-byte accesses. Non-contiguous
 inputs are made contiguous first (one copy, as eager's TensorIterator would).
+Measured (H200, 2026-12-04, results/H200/bench-20261204-s18.jsonl): 148.6 µs per call, 0.92x eager [0.88,
+0.94], 1.35x torch.compile; 0.92 of the roofline floor (136.6 µs).
 """
 import torch
 import torch.nn as nn

@@ -6,6 +6,8 @@ thread in flight), scalar writes into a padded [64][65] shared tile, then 4 scal
 a tile column packed into one float4 store along output rows. Both HBM sides are fully coalesced
 16-byte accesses. Edge tiles (sizes not multiples of 64 / 4) take a bounds-checked scalar path.
 Expected: ~85-90% of copy bandwidth (768 MB, ~190 us); eager maybe 50-70% => ~1.3-1.8x.
+Measured (H200, 2026-12-04, results/H200/bench-20261204-s18.jsonl): 286.6 µs per call, 2.52x eager [2.50,
+2.55], 0.98x torch.compile; 0.71 of the roofline floor (204.8 µs).
 """
 import torch
 import torch.nn as nn

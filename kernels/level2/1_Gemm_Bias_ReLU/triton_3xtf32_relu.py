@@ -7,6 +7,8 @@ Non-finite inputs: lo = 0 and the cross terms take hi = 0, so an Inf meets only 
 +-Inf as IEEE fp32 does (inf - inf in a naive split, or inf * 0 against a tf32-exact weight, gives NaN,
 which ReLU would not turn into the reference's 0). ReLU as `v < 0 ? 0 : v` keeps NaN (torch.relu does).
 Autotuned over tile shapes in kbench's build phase; grouped tile order for L2 reuse of W.
+Measured (H200, 2026-12-04, results/H200/bench-20261204-s18.jsonl): 992.8 µs per call, 1.43x eager [1.42,
+1.44], 1.45x torch.compile; 0.53 of the roofline floor (525.2 µs).
 """
 import torch
 import torch.nn as nn

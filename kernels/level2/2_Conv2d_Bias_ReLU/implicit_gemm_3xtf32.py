@@ -9,6 +9,8 @@ ReLU are applied before the only store (NCHW), removing eager's separate ReLU pa
 Expected: eager = cuDNN fp32 conv (~9.7 GFLOP; cuDNN may use Winograd/FFT) + ReLU pass; target
 1.2-2x. Measured (H200): eager 1577 us, this 316 us, 4.99x (cuDNN's fp32 path is slow here);
 oracle rel err 2.5e-7 vs reference 4.0e-7.
+Measured (H200, 2026-12-04, results/H200/bench-20261204-s18.jsonl): 351.9 µs per call, 4.32x eager [4.30,
+4.35], 4.48x torch.compile; 0.21 of the roofline floor (73.9 µs).
 """
 import math
 

@@ -6,6 +6,8 @@ reduction gives the inverse RMS, and out = h * inv * w is written once: 3 x 64 M
 minimum. Floor at ~4.2 TB/s: ~48 us.
 Measured (H200): eager 230 us, this 64 us (~75% of the copy-bandwidth floor), 3.6x; oracle error equal
 to the reference's (6.1e-8).
+Measured (H200, 2026-12-04, results/H200/bench-20261204-s18.jsonl): 60.2 µs per call, 3.70x eager [3.66,
+3.74], 1.75x torch.compile; 0.85 of the roofline floor (51.2 µs).
 """
 import math
 

@@ -8,6 +8,8 @@ scores, no transposes); LayerNorm is one block per row with the row in registers
 Small problem (1024 tokens): the 64x64-tile GEMM variant is used where 128x128 tiles would not fill
 the 132 SMs. Expected: eager ~25 kernels; target ~2x. Measured (H200): eager 783-1103 us (launch-bound, noisy), this 311 us,
 2.5-3.6x; oracle rel err 1.1e-7 vs reference 1.9e-7.
+Measured (H200, 2026-12-04, results/H200/bench-20261204-s18.jsonl): 297.3 µs per call, 2.08x eager [2.01,
+2.18], 1.64x torch.compile; 0.18 of the roofline floor (53.3 µs).
 """
 import math
 
