@@ -12,6 +12,7 @@
 #   seeds      kbench check of the two seed problems (issue 6), one per GPU when there are two
 #   bench      kbench bench --all on every GPU, eager + torch.compile baselines, SOL column
 #   quality    scripts/bench_timing_quality.py (A/A, repeatability in 3 processes, ncu agreement)
+#   aadiag     A/A (calibrate-noise) at timing.batch_ms 2, 8, 32 and with the L2 flush off: where the residual comes from
 #   gate       scripts/gate_noise.py: unchanged reruns / reruns with every candidate slowed 2x against the committed
 #              baseline ($GATE_RERUNS each, default 5; issue 19)
 #   alltests   the whole pytest suite, CPU and GPU tests together ($PYTEST_ARGS)
@@ -111,6 +112,15 @@ if has quality; then
     --repeat level1/8_Transpose=kernels/level1/8_Transpose/tiled64.py \
     --ncu level1/8_Transpose=kernels/level1/8_Transpose/tiled64.py -- --set timing.budget_s=6
   cp "$RUNS/quality/timing_quality.json" "$ART/quality.json"
+fi
+if has aadiag; then   # the A/A residual (session 18: 1.02x on memory-bound problems after the reference was timed in
+  # batches): does it shrink with larger batches (a per-batch cost) or stay (per call), and with the flush off?
+  for v in timing.batch_ms=2 timing.batch_ms=8 timing.batch_ms=32 timing.l2_flush=false; do
+    CUDA_VISIBLE_DEVICES=0 timed kb calibrate-noise level1/5_RMSNorm level1/8_Transpose level2/3_ResidualAdd_RMSNorm \
+      --set "$v" --set timing.budget_s=6 --out "$RUNS/aadiag" --json > "$ART/aadiag-${v//[.=]/-}.json"
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[2], *(f\"{r['problem']} {r['timing']['speedup']:.4f} [{r['timing']['ci_low']:.4f}, {r['timing']['ci_high']:.4f}] batch {r['timing']['batch']}\" for r in d['results']), sep='\\n  ')" \
+      "$ART/aadiag-${v//[.=]/-}.json" "A/A with $v"
+  done
 fi
 if has gate; then   # issue 19: unchanged reruns pass and reruns with every candidate 2x slower fail, against the
   # committed baseline (saved from three runs in an earlier session: does it stay valid?); $GATE_RERUNS of each
