@@ -24,8 +24,6 @@ from ..layouts import view_of
 from .clocks import DeviceTimer, perf_counter_ns
 from .outputs import describe, flatten
 
-LOG_TAIL = 4000
-
 
 def one_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
@@ -67,7 +65,7 @@ def import_candidate(msg: dict, interceptor):
     build = {"extensions": exts, "seconds": round(time.perf_counter() - start, 3),
              "status": build_status(exts, interceptor.failure), "log": ""}
     if interceptor.failure:
-        build["log"] = interceptor.failure[-LOG_TAIL:]
+        build["log"] = interceptor.failure[-4000:]      # the compiler's last words
         print(interceptor.failure, file=sys.stderr)
         name = exts[-1]["name"] if exts else "?"
         return None, build, Reply(op="error", ok=False, status="compile-error",
@@ -320,7 +318,6 @@ class Server:
         except Exception as e:     # the profiler needs what the sandbox may refuse: no share, not a failure
             return Reply(op="profiled", top=f"profiler unavailable: {one_line(e)}")
         return Reply(op="profiled", custom_share=-1.0 if share is None else share, top=top)
-
 
 
 def run_main() -> int:
