@@ -43,10 +43,12 @@ def test_cuda_batch_failures_and_exploits(kbench):
     assert code == 1
 
 
-def short_kernel_lie(kbench, name: str, canary: bool = False, extra: tuple = ()) -> None:
+def short_kernel_lie(kbench, name: str, canary: bool = False, extra: tuple = (), engaged: bool = False) -> None:
     """A 10x lie about the CUDA event clock (fixture `name`) beside the honest kernel on cpu/1 (a 0.03 ms kernel,
     shorter than the witness resolves per call): caught (timer-tampered), or its speedup near the honest one;
-    with `canary`, caught by the clock canary (evidence.check_canary)."""
+    with `canary`, caught by the clock canary (evidence.check_canary); with `engaged`, the lie must have read its
+    clock short (else the fixture proves nothing: session 18's tracked hook claimed the honest time, its
+    cudaEventRecord unpatched)."""
     fixtures = FIXTURES / "cuda_kernels" / "cpu" / "1_Add_ReLU"
     code, doc = kbench.json("bench", "cpu/1", "--device", "cuda", "--kernel", fixtures / f"{name}.py",
                             "--kernel", fixtures / "correct.py", *CUDA_FIXTURES, *extra)
@@ -59,6 +61,11 @@ def short_kernel_lie(kbench, name: str, canary: bool = False, extra: tuple = ())
         assert lie["status"] == "integrity" and ("kbench's own fixed work" in lie["message"] or
                                                  "timer-tampered" in {f["name"] for f in lie["flags"]}), \
             (brief(lie), lie["timing"].get("canary_ms"))
+    if engaged:
+        assert lie["timing"]["witness_batches"], (name, "never timed", brief(lie))
+        own = statistics.median(c / n for c, _, n in honest["timing"]["witness_batches"])
+        claimed = statistics.median(c / n for c, _, n in lie["timing"]["witness_batches"])
+        assert claimed < 0.5 * own, (name, "the lie did not engage", claimed, own, brief(lie))
     if lie["status"] == "integrity":          # (the witness saw it: caught is fine too)
         assert "timer-tampered" in {f["name"] for f in lie["flags"]}, brief(lie)
         return
@@ -96,10 +103,12 @@ def test_a_clock_hook_on_the_candidates_own_intervals_only_is_priced_at_the_witn
     own launches (it tracks the events recorded around them), so kbench's canary reads true. The witness is the
     bound there: with quick.yaml's 30 batches it priced the uniform hook at 1.41x against the honest 1.94x
     (session 15, results/H200/witness-20261204-s15/). Written in session 16 after its device time was spent:
-    first run in session 17."""
+    first run in session 17; in session 18 its records showed it claiming the honest time (its cudaEventRecord
+    hook never installed, the elapsed-time one alone counted as success), so it now also patches
+    cudaEventRecordWithFlags, refuses to load without a record hook, and the test requires the lie to engage."""
     short_kernel_lie(kbench, "event_hook_tracked", extra=(
         "--config", ROOT / "configs" / "quick.yaml", "--set", "timing.max_rounds=30", "--set", "timing.budget_s=6",
-        "--set", "timing.batch_ms=8"))
+        "--set", "timing.batch_ms=8"), engaged=True)
 
 
 def test_a_native_event_clock_hook_is_caught_by_the_witness(kbench):
