@@ -14,8 +14,9 @@ THROTTLE_BITS = {0x4: "sw-power-cap", 0x8: "hw-slowdown", 0x20: "sw-thermal", 0x
 
 
 def environment(device: str) -> dict:
+    from .timing import PROTOCOL
     env = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
-           "machine": platform.machine()}
+           "machine": platform.machine(), "timing_protocol": PROTOCOL.get(device, 1)}
     if device == "cuda":
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         env.update(gpu=props.name, sm=f"{props.major}.{props.minor}", sms=props.multi_processor_count,

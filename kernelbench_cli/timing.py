@@ -13,6 +13,12 @@ import time
 from . import stats, trace
 from .results import Timing
 
+# What a speedup means, per device; bumped when kbench changes how it measures so that speedups move. Every
+# result records it (environment.py), and the gate compares no baseline of another protocol with a run
+# (gate/baseline.py): the move is kbench's, not the kernel's. cuda 2 (session 18): the reference timed in
+# batches as the candidate is (protocol 1 timed each reference call alone and counted its first launch).
+PROTOCOL = {"cuda": 2, "cpu": 1}
+
 
 def usable(rounds: list, min_rounds: int) -> list:
     """Rounds to decide on: the unthrottled ones while there are at least min_rounds of them, else all.

@@ -201,6 +201,22 @@ def test_the_aa_candidate_is_the_reference(tmp_path):
     assert suggest_tau([0.004, 0.011]) == 0.04 and suggest_tau([0.001]) == 0.01
 
 
+def test_a_baseline_measured_with_another_timing_protocol_is_not_compared():
+    """kbench changed how it times the CUDA reference (session 18: every speedup moved 2-25%); a baseline from
+    before must not fail the gate on kbench's own change: every job is new, with a warning that says why."""
+    from kernelbench_cli.timing import PROTOCOL
+    env = {"gpu": "NVIDIA H200", "torch": "2.11.0+cu130", "cuda": "13.0"}
+    fast, slow = B.JobRecord.from_result(result("c", [2.0] * 8)), B.JobRecord.from_result(result("c", [1.0] * 8))
+    old = B.Snapshot("base", dict(env), {"p::c": fast})          # no timing_protocol recorded: protocol 1
+    new = B.Snapshot("new", dict(env, timing_protocol=PROTOCOL["cuda"]), {"p::c": slow})
+    assert PROTOCOL["cuda"] != 1
+    assert [c.verdict for c in B.compare_snapshots(old, new, 0.05)] == ["new"]
+    assert "timing protocol 1" in B.env_warning(old, new) and "baseline save" in B.env_warning(old, new)
+    same = B.Snapshot("base", dict(new.env), {"p::c": fast})     # the same protocol: the rule applies
+    assert [c.verdict for c in B.compare_snapshots(same, new, 0.05)] == ["regressed"]
+    assert B.env_warning(same, new) is None
+
+
 def test_a_job_the_baseline_timed_and_this_run_did_not_time_is_regressed():
     """Exploit of the gate: a C++ candidate that regressed adds `import triton` (or BACKEND = "triton"), is then
     interpreted on the CPU, has no timing, and the gate said 'unchanged' (no timing to compare)."""

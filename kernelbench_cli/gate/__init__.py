@@ -139,7 +139,7 @@ def finish(plan: GatePlan, cfg, device: str, jobs: list, as_json: bool, *, basel
 
     source = base.source if base is not None else ""
     if base is not None:
-        B.render(comps, out, f"compare · {source} → run {store.run_id}", tau)
+        ci_formats.render(comps, out, f"compare · {source} → run {store.run_id}", tau)
     strict = not baseline
     title = f"kbench bench · run {store.run_id}"
     if junit:
@@ -194,7 +194,7 @@ def compare_cmd(cfg, base_spec: str, new_spec: str, as_json: bool, junit: Path |
         err.print(f"[yellow]warning:[/] {warning}", highlight=False)
     tau = cfg.compare.tau
     comps = B.compare_snapshots(base, new, tau, cfg.timing.bootstrap, cfg.compare)
-    B.render(comps, out, f"compare · {base.source} → {new.source}", tau)
+    ci_formats.render(comps, out, f"compare · {base.source} → {new.source}", tau)
     title = f"kbench compare · {Path(new.source).parent.name or new.source}"
     if junit:
         ci_formats.write_junit(junit, comps, title, tau, base.source)
@@ -203,7 +203,7 @@ def compare_cmd(cfg, base_spec: str, new_spec: str, as_json: bool, junit: Path |
         written = ci_formats.write_markdown(markdown, ci_formats.markdown(comps, title, tau, base.source))
         err.print("markdown summary: " + ", ".join(map(str, written)), highlight=False)
     if as_json:
-        print(B.comparisons_json(comps, base, new, tau))
+        print(ci_formats.comparisons_json(comps, base, new, tau))
     return B.exit_code(comps)
 
 

@@ -6,7 +6,8 @@ results/baselines/nvidia-h200-torch2.11.0-cu130-cuda13.0.json, holding one recor
 the environment it was measured in. A run (runs/<run-id>/results.jsonl) reads into the same shape, so
 `compare` takes a baseline file or a run on either side.
 
-The rule (DESIGN.md, "Regression rule"), per job, in this order:
+The rule (DESIGN.md, "Regression rule"), per job, in this order, once the baseline was measured as the run
+was (the same timing.PROTOCOL: else every job is `new`, with a warning to save the baseline again):
 
 1. only in the baseline -> `missing`; only in the new run -> `new` (neither fails the gate);
 2. outputs correct but an integrity flag of severity error that the baseline's record does not have
@@ -40,10 +41,6 @@ import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-
-from rich import box
-from rich.console import Console
-from rich.table import Table
 
 from .. import results as R
 from .. import stats
@@ -325,7 +322,16 @@ def compare_snapshots(base: Snapshot, new: Snapshot, tau: float, resamples: int 
     """One Comparison per job of either side: the new run's order first, then the missing ones."""
     jobs = list(new.jobs) + [j for j in base.jobs if j not in new.jobs]
     sd = between_default(between or CompareConfig(), new if new.env else base)
+    if stale_protocol(base, new):     # speedups measured another way: every job is new (env_warning says why)
+        return [compare_job(j, None, new.jobs[j], tau, resamples, sd) for j in new.jobs]
     return [compare_job(j, base.jobs.get(j), new.jobs.get(j), tau, resamples, sd) for j in jobs]
+
+
+def stale_protocol(base: Snapshot, new: Snapshot) -> tuple[int, int] | None:
+    """(baseline's, run's) timing protocol (timing.PROTOCOL; 1 before it was recorded) when they differ."""
+    if base.env and new.env and base.env.get("timing_protocol", 1) != new.env.get("timing_protocol", 1):
+        return base.env.get("timing_protocol", 1), new.env.get("timing_protocol", 1)
+    return None
 
 
 def counts(comps: list[Comparison]) -> dict:
@@ -341,59 +347,8 @@ def env_warning(base: Snapshot, new: Snapshot) -> str | None:
     if base.env and new.env and base.key != new.key:
         return (f"the baseline is for {base.key} but the run is on {new.key}: speedups from different machines "
                 "or software stacks are not comparable")
+    if stale_protocol(base, new):
+        return ("the baseline was measured with kbench's timing protocol {} and this run with {} (kbench changed how "
+                "it measures: timing.PROTOCOL): every job is 'new'; save the baseline again from this kbench "
+                "(`kbench baseline save RUN RUN RUN`)".format(*stale_protocol(base, new)))
     return None
-
-
-# --- rendering -----------------------------------------------------------------------------------------
-
-def fmt_speedup(rec: JobRecord | None) -> str:
-    if rec is None:
-        return "-"
-    if not rec.correct:
-        return rec.status
-    if not rec.timed:
-        return "ok"
-    if rec.ci_low is None or rec.ci_high is None:
-        return f"{rec.speedup:.2f}×"
-    return f"{rec.speedup:.2f}× [{rec.ci_low:.2f}, {rec.ci_high:.2f}]"
-
-
-def fmt_ratio(c: Comparison) -> str:
-    if c.ratio is None:
-        return "-"
-    return f"{c.ratio:.3f}× [{c.ratio_low:.3f}, {c.ratio_high:.3f}]"
-
-
-def summary_line(comps: list[Comparison], tau: float) -> str:
-    n = counts(comps)
-    parts = [f"{n[v]} {v}" for v in VERDICTS if n[v]]
-    gate = "FAIL" if exit_code(comps) else "pass"
-    return f"{len(comps)} job(s): {', '.join(parts) or 'none'} (τ = {tau:g}) · gate: {gate}"
-
-
-def table(comps: list[Comparison], title: str) -> Table:
-    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for col, kw in (("job", {"overflow": "fold"}), ("baseline", {"justify": "right"}),
-                    ("new", {"justify": "right"}), ("new/base [95% CI]", {"justify": "right"}),
-                    ("verdict", {}), ("reason", {"overflow": "fold"})):
-        t.add_column(col, **kw)
-    for c in comps:
-        style = VERDICT_STYLE.get(c.verdict, "")
-        verdict = f"[{style}]{c.verdict}[/]" if style else c.verdict
-        reason = c.reason + (" (after a rerun with more rounds)" if c.rerun else "")
-        t.add_row(c.job, fmt_speedup(c.base), fmt_speedup(c.new), fmt_ratio(c), verdict, reason)
-    return t
-
-
-def render(comps: list[Comparison], console: Console, title: str, tau: float) -> None:
-    console.print(table(comps, title))
-    still = [c.job for c in comps if c.verdict == INCONCLUSIVE]
-    if still:
-        console.print(f"[yellow]warning:[/] {len(still)} job(s) inconclusive (CI straddles 1 - τ): "
-                      + ", ".join(still), highlight=False)
-    console.print(summary_line(comps, tau), highlight=False)
-
-
-def comparisons_json(comps: list[Comparison], base: Snapshot, new: Snapshot, tau: float) -> str:
-    return json.dumps({"base": base.source, "new": new.source, "tau": tau, "counts": counts(comps),
-                       "exit_code": exit_code(comps), "jobs": [c.to_dict() for c in comps]}, indent=2)

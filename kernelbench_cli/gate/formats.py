@@ -1,4 +1,5 @@
-"""CI outputs of the gate: a JUnit XML report (one testcase per job) and a markdown summary table.
+"""Outputs of the gate: the terminal table and JSON of its comparisons, a JUnit XML report (one testcase per job)
+and a markdown summary table.
 
 Both take the list of baseline.Comparison the gate decided on. A testcase fails when its job `regressed`;
 with `strict=True` (a plain `bench` with no baseline, where every job is `new`) a job that is not correct
@@ -6,9 +7,14 @@ fails instead, matching bench's exit code. `missing` jobs are reported as skippe
 """
 from __future__ import annotations
 
+import json
 import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
 
 from . import baseline as B
 
@@ -24,9 +30,9 @@ def failure_reason(c: B.Comparison, strict: bool = False) -> str | None:
 def _numbers(c: B.Comparison) -> str:
     lines = [f"verdict: {c.verdict}" + (" (after a rerun with more rounds)" if c.rerun else ""),
              f"reason: {c.reason}",
-             f"baseline: {B.fmt_speedup(c.base)}", f"new: {B.fmt_speedup(c.new)}"]
+             f"baseline: {fmt_speedup(c.base)}", f"new: {fmt_speedup(c.new)}"]
     if c.ratio is not None:
-        lines.append(f"new/base: {B.fmt_ratio(c)} (95% CI, {c.method})")
+        lines.append(f"new/base: {fmt_ratio(c)} (95% CI, {c.method})")
     for side, rec in (("baseline", c.base), ("new", c.new)):
         if rec is not None and rec.ref_ms is not None:
             lines.append(f"{side} times: reference {rec.ref_ms:.6g} ms, candidate {rec.cand_ms:.6g} ms, "
@@ -86,8 +92,8 @@ def markdown(comps: list[B.Comparison], title: str, tau: float, baseline: str = 
     for c in comps:
         verdict = f"**{c.verdict}**" if failure_reason(c, strict) is not None else c.verdict
         reason = c.reason + (" (after a rerun with more rounds)" if c.rerun else "")
-        rows.append("| " + " | ".join(_cell(x) for x in (c.job, B.fmt_speedup(c.base), B.fmt_speedup(c.new),
-                                                          B.fmt_ratio(c), verdict, reason)) + " |")
+        rows.append("| " + " | ".join(_cell(x) for x in (c.job, fmt_speedup(c.base), fmt_speedup(c.new),
+                                                          fmt_ratio(c), verdict, reason)) + " |")
     return head + "\n".join(rows) + "\n"
 
 
@@ -103,3 +109,56 @@ def write_markdown(path: Path, text: str) -> list[Path]:
             f.write(text + "\n")
         written.append(Path(step))
     return written
+
+
+def fmt_speedup(rec: B.JobRecord | None) -> str:
+    if rec is None:
+        return "-"
+    if not rec.correct:
+        return rec.status
+    if not rec.timed:
+        return "ok"
+    if rec.ci_low is None or rec.ci_high is None:
+        return f"{rec.speedup:.2f}×"
+    return f"{rec.speedup:.2f}× [{rec.ci_low:.2f}, {rec.ci_high:.2f}]"
+
+
+def fmt_ratio(c: B.Comparison) -> str:
+    if c.ratio is None:
+        return "-"
+    return f"{c.ratio:.3f}× [{c.ratio_low:.3f}, {c.ratio_high:.3f}]"
+
+
+def summary_line(comps: list[B.Comparison], tau: float) -> str:
+    n = B.counts(comps)
+    parts = [f"{n[v]} {v}" for v in B.VERDICTS if n[v]]
+    gate = "FAIL" if B.exit_code(comps) else "pass"
+    return f"{len(comps)} job(s): {', '.join(parts) or 'none'} (τ = {tau:g}) · gate: {gate}"
+
+
+def table(comps: list[B.Comparison], title: str) -> Table:
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col, kw in (("job", {"overflow": "fold"}), ("baseline", {"justify": "right"}),
+                    ("new", {"justify": "right"}), ("new/base [95% CI]", {"justify": "right"}),
+                    ("verdict", {}), ("reason", {"overflow": "fold"})):
+        t.add_column(col, **kw)
+    for c in comps:
+        style = B.VERDICT_STYLE.get(c.verdict, "")
+        verdict = f"[{style}]{c.verdict}[/]" if style else c.verdict
+        reason = c.reason + (" (after a rerun with more rounds)" if c.rerun else "")
+        t.add_row(c.job, fmt_speedup(c.base), fmt_speedup(c.new), fmt_ratio(c), verdict, reason)
+    return t
+
+
+def render(comps: list[B.Comparison], console: Console, title: str, tau: float) -> None:
+    console.print(table(comps, title))
+    still = [c.job for c in comps if c.verdict == B.INCONCLUSIVE]
+    if still:
+        console.print(f"[yellow]warning:[/] {len(still)} job(s) inconclusive (CI straddles 1 - τ): "
+                      + ", ".join(still), highlight=False)
+    console.print(summary_line(comps, tau), highlight=False)
+
+
+def comparisons_json(comps: list[B.Comparison], base: B.Snapshot, new: B.Snapshot, tau: float) -> str:
+    return json.dumps({"base": base.source, "new": new.source, "tau": tau, "counts": B.counts(comps),
+                       "exit_code": B.exit_code(comps), "jobs": [c.to_dict() for c in comps]}, indent=2)
