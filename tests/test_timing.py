@@ -88,8 +88,14 @@ def test_calibrate_then_roofline_and_compile_baseline(kbench, tmp_path):
         return {p for p in inductor.rglob("*") if p.is_file() and "locks" not in p.parts}
     before = cached()
     assert any(p.suffix == ".so" for p in before), sorted(before)[:20]
-    code, doc = kbench.json("check", "cpu/4", "--set", f"paths.ceilings={ceilings}", "--baselines", "eager,compile")
+    timeline = tmp_path / "check.trace"
+    code, doc = kbench.json("check", "cpu/4", "--set", f"paths.ceilings={ceilings}", "--baselines", "eager,compile",
+                            env={"KBENCH_TRACE": str(timeline)})
     assert cached() == before, sorted(cached() - before)
+    # the judge imports dynamo and inductor while its candidate processes start, before it loads the problem
+    marks = [line.split(None, 3)[3] for line in timeline.read_text().splitlines() if " judge " in line]
+    assert "dynamo and inductor imported" in marks and \
+        marks.index("dynamo and inductor imported") < marks.index("reference built"), marks[:20]
     r = doc["results"][0]
     assert code == 0, r["message"]
     roof = r["roofline"]
