@@ -54,6 +54,9 @@ def short_kernel_lie(kbench, name: str, canary: bool = False, extra: tuple = (),
                             "--kernel", fixtures / "correct.py", *CUDA_FIXTURES, *extra)
     got = by_candidate(doc)
     honest, lie = got["correct"], got[name]
+    # per-call time on each one's own clock (for the honest kernel, the truth)
+    own, claimed = (statistics.median(c / n for c, _, n in r["timing"]["witness_batches"]) if
+                    r["timing"]["witness_batches"] else None for r in (honest, lie))
     assert honest["status"] == "ok" and not honest["flags"], brief(honest)
     assert honest["timing"]["canary_ms"]["after"], brief(honest)
     if canary:      # caught: by the canary, or by the witness first (H200 session 18: 0.06 ms a call unaccounted
@@ -62,9 +65,7 @@ def short_kernel_lie(kbench, name: str, canary: bool = False, extra: tuple = (),
                                                  "timer-tampered" in {f["name"] for f in lie["flags"]}), \
             (brief(lie), lie["timing"].get("canary_ms"))
     if engaged:
-        assert lie["timing"]["witness_batches"], (name, "never timed", brief(lie))
-        own = statistics.median(c / n for c, _, n in honest["timing"]["witness_batches"])
-        claimed = statistics.median(c / n for c, _, n in lie["timing"]["witness_batches"])
+        assert claimed is not None, (name, "never timed", brief(lie))
         assert claimed < 0.5 * own, (name, "the lie did not engage", claimed, own, brief(lie))
     if lie["status"] == "integrity":          # (the witness saw it: caught is fine too)
         assert "timer-tampered" in {f["name"] for f in lie["flags"]}, brief(lie)
@@ -74,8 +75,6 @@ def short_kernel_lie(kbench, name: str, canary: bool = False, extra: tuple = (),
     # kernel the witness sometimes prices the honest one up to twice its device time (a hand-over calibrated
     # low; H200 session 18: honest 1.01x in one job, 2.39x in another, own clock 0.0217 ms both times), and the
     # lie then looked 2.4x better than an honest run that was merely priced badly.
-    own = statistics.median(c / n for c, _, n in honest["timing"]["witness_batches"])
-    claimed = statistics.median(c / n for c, _, n in lie["timing"]["witness_batches"])
     ratio = own / lie["timing"]["cand_ms"]
     print(f"{name}: priced {lie['timing']['cand_ms']:.4f} ms/call (claimed {claimed:.4f}) vs the honest kernel's "
           f"own {own:.4f} (priced {honest['timing']['cand_ms']:.4f}): {ratio:.2f}x faster, the lie asks 10x")

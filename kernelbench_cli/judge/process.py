@@ -31,14 +31,15 @@ AHEAD = (1, 3)
 LINT_CPU_BUDGET_S = 20.0       # lint's forwards on the CPU, estimated; beyond it the problem is skipped, said so
 
 
-def lint_too_big_for_cpu(problem_path: str, dtype: str) -> str:
-    """Why linting this problem on the CPU would take too long ("" if it would not): a GPU-sized problem ran
-    for minutes in silence before."""
+def too_big_for_cpu(problem_path: str, dtype: str, work: str = "lint",
+                    instead: str = "lint it with --device cuda") -> str:
+    """Why running this problem's forwards on the CPU for `work` would take too long ("" if it would not): a
+    GPU-sized problem ran for minutes in silence before."""
     from ..roofline import cpu_seconds
     est, what = cpu_seconds(problem_path, dtype)
     if est <= LINT_CPU_BUDGET_S:
         return ""
-    return f"skipped on the CPU: {what} (~{est:.0f} s of lint here); lint it with --device cuda"
+    return f"skipped on the CPU: {what} (~{est:.0f} s of {work} here); {instead}"
 
 
 def _result(problem_key: str, device: str, dtype: str, **kw):
@@ -215,7 +216,7 @@ class Judge:
         result = self.failed(R.OK, "")
         result.candidate = "(lint)"
         result.env = environment(self.device)
-        too_big = self.device == "cpu" and lint_too_big_for_cpu(self.spec["problem_path"], self.cfg.dtype)
+        too_big = self.device == "cpu" and too_big_for_cpu(self.spec["problem_path"], self.cfg.dtype)
         if too_big:
             result.phase, result.message = "skipped", too_big
             self.chan.send({"op": "result", "result": result.to_dict()})
@@ -240,9 +241,10 @@ class Judge:
         from .reference import ProblemFailed, Reference
         result = self.failed(R.OK, "")
         result.candidate = "(torch.compile)"
-        too_big = self.device == "cpu" and lint_too_big_for_cpu(self.spec["problem_path"], self.cfg.dtype)
+        too_big = self.device == "cpu" and too_big_for_cpu(self.spec["problem_path"], self.cfg.dtype, "compiling",
+                                                            "its bench compiles it instead")
         if too_big:
-            result.phase, result.message = "skipped", too_big.split(" (~")[0] + " (compiled by its bench instead)"
+            result.phase, result.message = "skipped", too_big
             self.chan.send({"op": "result", "result": result.to_dict()})
             return
         start = time.perf_counter()
