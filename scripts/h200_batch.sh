@@ -12,9 +12,10 @@
 #   seeds      kbench check of the two seed problems (issue 6), one per GPU when there are two
 #   bench      kbench bench --all on every GPU, eager + torch.compile baselines, SOL column
 #   quality    scripts/bench_timing_quality.py (A/A, repeatability in 3 processes, ncu agreement)
-#   aadiag     A/A (calibrate-noise) at timing.batch_ms 2, 8, 32 and with the L2 flush off: where the residual comes from
+#   aadiag     A/A (calibrate-noise) at timing.batch_ms 2, 8, 32 and with the L2 flush off, and scripts/probe_aa.py
+#              (the judge's batch timing in one process and in a second, own vs IPC lanes): where the residual comes from
 #   gate       scripts/gate_noise.py: unchanged reruns / reruns with every candidate slowed 2x against the committed
-#              baseline ($GATE_RERUNS each, default 5; issue 19)
+#              baseline ($GATE_RERUNS each, default 5; issue 19), or one saved from $GATE_BASE_RUNS runs first
 #   alltests   the whole pytest suite, CPU and GPU tests together ($PYTEST_ARGS)
 #   cputests   every CPU test on this GPU host (pytest-xdist, -n $CPU_TESTS_N, default 10; builds cached in
 #              .kbench-cache-tests), the exploit corpus test alone before the rest: the README's GPU-machine recipe
@@ -121,13 +122,19 @@ if has aadiag; then   # the A/A residual (session 18: 1.02x on memory-bound prob
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[2], *(f\"{r['problem']} {r['timing']['speedup']:.4f} [{r['timing']['ci_low']:.4f}, {r['timing']['ci_high']:.4f}] batch {r['timing']['batch']}\" for r in d['results']), sep='\\n  ')" \
       "$ART/aadiag-${v//[.=]/-}.json" "A/A with $v"
   done
+  # the same reference timed the judge's way in one process and a second one, with and without CUDA IPC lanes
+  timed python3 scripts/probe_aa.py level1/8_Transpose level1/5_RMSNorm level2/3_ResidualAdd_RMSNorm \
+    level2/56_Matmul_Sigmoid_Sum --out "$ART/probe-aa.json"
 fi
 if has gate; then   # issue 19: unchanged reruns pass and reruns with every candidate 2x slower fail, against the
   # committed baseline (saved from three runs in an earlier session: does it stay valid?); $GATE_RERUNS of each
-  base=$(ls results/baselines/nvidia-h200-*.json | head -1)
+  # or, with GATE_BASE_RUNS=N, against one saved here from N runs (returned as art/baseline.json, to commit)
+  base=(--baseline "$(ls results/baselines/nvidia-h200-*.json | head -1)")
+  [[ -n "${GATE_BASE_RUNS:-}" ]] && base=(--base-runs "$GATE_BASE_RUNS")
   CUDA_VISIBLE_DEVICES=0 timed python3 scripts/gate_noise.py --device cuda --reruns "${GATE_RERUNS:-5}" \
-    --baseline "$base" --out "$RUNS/gate" level1/5_RMSNorm level1/8_Transpose level2/3_ResidualAdd_RMSNorm \
+    "${base[@]}" --out "$RUNS/gate" level1/5_RMSNorm level1/8_Transpose level2/3_ResidualAdd_RMSNorm \
     2>&1 | tee "$ART/gate.txt"
+  [[ -f "$RUNS/gate/baseline.json" ]] && cp "$RUNS/gate/baseline.json" "$ART/baseline.json"
 fi
 if has alltests; then   # issue 19: the whole suite, CPU and GPU tests alike, on the GPU host
   timed python3 -m pytest -q -p no:cacheprovider --basetemp="$RUNS/pytest-all" ${PYTEST_ARGS:-} \
