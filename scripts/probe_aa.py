@@ -5,12 +5,18 @@ that differ from the reference's way by one thing at a time, interleaved round b
 
   judge-drop   this process, its own input lanes, each output freed at once   (how the judge times a reference)
   judge-keep   this process, its own lanes, every output of the batch kept     (the candidate keeps them)
+  judge-gap    as judge-drop, after a message's round trip to the second process between the idle device and
+               the batch (the hand-over's gap without its context switch)
+  judge-lead   as judge-drop, the batch started by an untimed spin of LEAD cycles (what kbench does since
+               session 19: the host queues the first call while the device spins)
   child-own    a second process, lanes it allocated itself, outputs kept
   child-ipc    a second process, lanes this process allocated and shared by CUDA IPC, outputs kept
                (how a candidate is timed: the judge's lanes, mapped once)
+  child-lead   as child-ipc, started by the same spin (how a candidate is timed since session 19)
 
 Every batch: L2 flushed and the device idle first (by this process, also for the child's), then the calls
-back to back with a flush between, each between two events; the batch's mean per call. No kbench code is
+back to back with a flush between, each between two events; the batch's mean per call, and apart from it the
+first call's time and the mean of the others (a cost per batch sits in the first call). No kbench code is
 used, so a difference here is the device's or torch's, not the harness's.
 
     python3 scripts/probe_aa.py level1/8_Transpose level1/5_RMSNorm --rounds 30 --out probe-aa.json
@@ -29,7 +35,8 @@ from pathlib import Path
 import torch
 import torch.multiprocessing as mp
 
-VARIANTS = ("judge-drop", "judge-keep", "child-own", "child-ipc")
+VARIANTS = ("judge-drop", "judge-keep", "judge-gap", "judge-lead", "child-own", "child-ipc", "child-lead")
+LEAD = 1 << 19      # cycles of the untimed spin both sides start a batch with (kernelbench_cli/channel.py LEAD_SPIN)
 
 
 def load(problem: str):
@@ -52,8 +59,10 @@ def flush_buffer():
     return torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
 
 
-def batch(model, lanes, flush, keep: bool) -> float:
+def batch(model, lanes, flush, keep: bool, lead: bool = False) -> list[float]:
     events, kept = [], []
+    if lead:
+        torch.cuda._sleep(LEAD)
     with torch.no_grad():
         for k, lane in enumerate(lanes):
             if k:
@@ -67,7 +76,7 @@ def batch(model, lanes, flush, keep: bool) -> float:
                 kept.append(out)
             del out
     torch.cuda.synchronize()
-    return sum(a.elapsed_time(b) for a, b in events) / len(lanes)
+    return [a.elapsed_time(b) for a, b in events]
 
 
 def child(problem: str, shared, n: int, conn) -> None:
@@ -80,7 +89,10 @@ def child(problem: str, shared, n: int, conn) -> None:
         what = conn.recv()
         if what is None:
             return
-        conn.send(batch(model, own if what == "child-own" else shared, flush, keep=True))
+        if what == "nothing":
+            conn.send(None)
+            continue
+        conn.send(batch(model, own if what == "child-own" else shared, flush, keep=True, lead=what == "child-lead"))
 
 
 def probe(problem: str, rounds: int, batch_ms: float) -> dict:
@@ -114,8 +126,11 @@ def probe(problem: str, rounds: int, batch_ms: float) -> dict:
             for v in order:
                 flush.zero_()
                 torch.cuda.synchronize()
+                if v == "judge-gap":
+                    mine.send("nothing")
+                    mine.recv()
                 if v.startswith("judge"):
-                    ms = batch(model, lanes, flush, keep=v == "judge-keep")
+                    ms = batch(model, lanes, flush, keep=v == "judge-keep", lead=v == "judge-lead")
                 else:
                     mine.send(v)
                     ms = mine.recv()
@@ -124,13 +139,18 @@ def probe(problem: str, rounds: int, batch_ms: float) -> dict:
     finally:
         mine.send(None)
         proc.join(10)
-    base = statistics.median(times["judge-drop"])
+    def mean(xs):
+        return sum(xs) / len(xs)
+    base = statistics.median(mean(b) for b in times["judge-drop"])
+    base_rest = statistics.median(mean(b[1:]) for b in times["judge-drop"])
     out = {"problem": problem, "calls_per_batch": n, "rounds": rounds, "variants": {}}
     for v in VARIANTS:
-        xs = sorted(times[v])
+        xs = sorted(mean(b) for b in times[v])
         med = statistics.median(xs)
+        rest = statistics.median(mean(b[1:]) for b in times[v])
         out["variants"][v] = {"median_ms": med, "q1_ms": xs[len(xs) // 4], "q3_ms": xs[(3 * len(xs)) // 4],
-                              "judge_drop_over_this": base / med}
+                              "first_call_ms": statistics.median(b[0] for b in times[v]), "others_ms": rest,
+                              "judge_drop_over_this": base / med, "others_judge_drop_over_this": base_rest / rest}
     return out
 
 
@@ -151,7 +171,8 @@ def main() -> int:
         print(f"{p}: {res['calls_per_batch']} calls a batch, {res['rounds']} rounds")
         for v, s in res["variants"].items():
             print(f"  {v:11s} {s['median_ms']:.4f} ms [{s['q1_ms']:.4f}, {s['q3_ms']:.4f}]  "
-                  f"judge-drop / this {s['judge_drop_over_this']:.4f}")
+                  f"judge-drop / this {s['judge_drop_over_this']:.4f}   first call {s['first_call_ms']:.4f} ms, "
+                  f"others {s['others_ms']:.4f} ms ({s['others_judge_drop_over_this']:.4f})")
         if args.out:
             args.out.write_text(json.dumps(results, indent=1))
     return 0

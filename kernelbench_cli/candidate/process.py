@@ -19,7 +19,7 @@ import time
 import traceback
 
 from .. import sandbox
-from ..channel import CANARY_PAD, CANARY_SIZES, Channel, Reply, map_specs
+from ..channel import CANARY_PAD, CANARY_SIZES, LEAD_SPIN, Channel, Reply, map_specs
 from ..layouts import view_of
 from .clocks import DeviceTimer, perf_counter_ns
 from .outputs import describe, flatten
@@ -248,6 +248,8 @@ class Server:
         events, done = [], []
         size, at = msg.get("canary", (-1, -1))      # the clock canary (clocks.py): its size, and before which call
         canary = None
+        if self.device == "cuda":
+            self.spin(LEAD_SPIN)          # untimed: the host ahead of the device from the first call on
         with torch.no_grad():
             model = self.model if "shape" not in msg else self.shape_model(msg["shape"])
             for pos, lane in enumerate(msg.get("lanes", [0])):

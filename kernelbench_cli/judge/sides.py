@@ -17,7 +17,7 @@ import torch
 from .. import stats
 from ..integrity import witnessed_per_call
 from . import evidence
-from ..channel import CANARY_SIZES, MAX_FDS
+from ..channel import CANARY_SIZES, LEAD_SPIN, MAX_FDS
 from ..correctness import clone, maybe_flag, synchronize, tensors
 
 SPOT_CHECK_P = 0.1      # besides one secret call per round, each other timed call is checked with this chance
@@ -196,6 +196,7 @@ class LocalSide:
         torch.cuda.synchronize()
         events = []
         t0 = time.perf_counter_ns()
+        torch.cuda._sleep(LEAD_SPIN)        # the host ahead of the device from the first call on (channel.py)
         with torch.no_grad():
             for k, lane in enumerate(self.lanes[:n]):
                 if k:
