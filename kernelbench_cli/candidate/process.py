@@ -237,17 +237,15 @@ class Server:
         return sum(self.interceptor.calls.values()) if self.interceptor else 0
 
     def op_call(self, msg, fds) -> Reply:
-        """A batch of calls, one per lane named, back to back: each timed with this process's clock; after the
-        last, every call's outputs are copied into its lane's output slots (CUDA) or left where the judge can
-        read them (CPU). Between calls the L2 is flushed (the judge flushed it before the first). Nothing else
-        runs between the calls, so on CUDA the host queues work ahead of the device and the judge's witness of
-        the batch measures the device's time, not this loop's Python (which would hide a short kernel's)."""
+        """A batch of calls, one per lane named, back to back, each timed with this process's clock, the L2
+        flushed between them (the judge flushed it before the first); after the last, each call's outputs are
+        copied into its lane's slots (CUDA) or left where the judge can read them (CPU). On CUDA the host
+        queues work ahead of the device, so the witness measures the device's time, not this loop's Python."""
         torch = self.torch
         self.last = {}
         reply = Reply(op="done")
         events, done = [], []
-        size, at = msg.get("canary", (-1, -1))      # the clock canary (clocks.py): its size, and before which call
-        canary = None
+        (size, at), canary = msg.get("canary", (-1, -1)), None    # clock canary (clocks.py): size, position
         if self.device == "cuda":
             self.spin(LEAD_SPIN)          # untimed: the host ahead of the device from the first call on
         with torch.no_grad():
