@@ -110,6 +110,17 @@ def test_a_clock_hook_on_the_candidates_own_intervals_only_is_priced_at_the_witn
         "--set", "timing.batch_ms=8"), engaged=True)
 
 
+def test_work_started_ahead_on_a_side_stream_is_priced_at_the_witness(kbench):
+    """No clock patched at all: the kernel goes to a stream that does not wait for the timed one and is joined
+    back before the call returns, so with the host ahead it runs under earlier calls and the untimed L2 flush,
+    and the call's own events hold only the join (its claim must read short: `engaged`). Kbench's untimed work
+    on the device (the flush, the canary's pad) is in the hand-over pings' allowance, and what overlaps it
+    lengthens the batch's wall: the witness prices it. Written in session 19 without a GPU run."""
+    short_kernel_lie(kbench, "side_stream_ahead", extra=(
+        "--config", ROOT / "configs" / "quick.yaml", "--set", "timing.max_rounds=30", "--set", "timing.budget_s=6",
+        "--set", "timing.batch_ms=8"), engaged=True)
+
+
 def test_a_native_event_clock_hook_is_caught_by_the_witness(kbench):
     """The exploit that beats the bound clocks: libcudart's cudaEventElapsedTime rewritten (native code) to
     report a tenth, on a ~3.5 ms kernel: the witness sees the hidden time."""

@@ -19,7 +19,7 @@ import time
 import traceback
 
 from .. import sandbox
-from ..channel import CANARY_PAD, CANARY_SIZES, LEAD_SPIN, Channel, Reply, map_specs
+from ..channel import CANARY_PAD, CANARY_SIZES, Channel, Reply, map_specs
 from ..layouts import view_of
 from .clocks import DeviceTimer, perf_counter_ns
 from .outputs import describe, flatten
@@ -246,8 +246,6 @@ class Server:
         reply = Reply(op="done")
         events, done = [], []
         (size, at), canary = msg.get("canary", (-1, -1)), None    # clock canary (clocks.py): size, position
-        if self.device == "cuda":
-            self.spin(LEAD_SPIN)          # untimed: the host ahead of the device from the first call on
         with torch.no_grad():
             model = self.model if "shape" not in msg else self.shape_model(msg["shape"])
             for pos, lane in enumerate(msg.get("lanes", [0])):

@@ -196,7 +196,8 @@ class LocalSide:
         torch.cuda.synchronize()
         events = []
         t0 = time.perf_counter_ns()
-        torch.cuda._sleep(LEAD_SPIN)        # the host ahead of the device from the first call on (channel.py)
+        torch.cuda._sleep(LEAD_SPIN)        # the host ahead of the device from the first call on, as the
+        #                                     candidate's is behind its context switch (channel.py)
         with torch.no_grad():
             for k, lane in enumerate(self.lanes[:n]):
                 if k:
