@@ -7,12 +7,13 @@ that differ from the reference's way by one thing at a time, interleaved round b
   judge-keep   this process, its own lanes, every output of the batch kept     (the candidate keeps them)
   judge-gap    as judge-drop, after a message's round trip to the second process between the idle device and
                the batch (the hand-over's gap without its context switch)
-  judge-lead   as judge-drop, the batch started by an untimed spin of LEAD cycles (what kbench does since
-               session 19: the host queues the first call while the device spins)
+  judge-lead   as judge-drop, the batch started by an untimed spin of LEAD cycles (how the judge times a
+               reference since session 19: the host queues the first call while the device spins)
   child-own    a second process, lanes it allocated itself, outputs kept
   child-ipc    a second process, lanes this process allocated and shared by CUDA IPC, outputs kept
                (how a candidate is timed: the judge's lanes, mapped once)
-  child-lead   as child-ipc, started by the same spin (how a candidate is timed since session 19)
+  child-lead   as child-ipc, started by the same spin (kbench's candidate loop has none: a spin there
+               leaves the other SMs to work launched ahead on a side stream)
 
 Every batch: L2 flushed and the device idle first (by this process, also for the child's), then the calls
 back to back with a flush between, each between two events; the batch's mean per call, and apart from it the
