@@ -130,12 +130,14 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
     for name in HARMLESS:
         r = got[name]
         assert r["status"] == "ok" and not [f for f in r["flags"] if f["severity"] == "error"], (name, r["message"])
+        assert r["env"]["threads"] == honest["env"]["threads"]          # the judge's thread count is its own
         # the reference was not slowed from inside the candidate: its fastest round is the usual one, within
-        # noise (a sabotage slows every round; a busy 2-core box slows some)
+        # noise (a sabotage slows every round; a busy 2-core box slows some); those that look slowed are run
+        # again, and their speed is judged there
         if min(r["timing"]["ref_rounds_ms"]) >= 1.6 * usual[r["problem"]]:
             slow.append(name)
-        assert r["env"]["threads"] == honest["env"]["threads"]          # the judge's thread count is its own
-        assert r["timing"]["speedup"] < 3.0 * honest["timing"]["speedup"], (name, r["timing"]["speedup"])
+            continue
+        assert best_speedup(r) < 3.0 * best_speedup(honest), (name, r["timing"], honest["timing"])
     if slow:    # two rounds can both be slow by chance (the H200 host, session 17: state_probe 1.67x the usual,
         # alone on 16 cores); a sabotage slows the reference again, so those are run again, with more rounds
         ref_slowed_again(kbench, slow)
@@ -146,15 +148,24 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
     assert all(r["env"].get("sandbox") == "seccomp" for r in got.values() if r["status"] in ("ok", "integrity", "incorrect"))
 
 
+def best_speedup(r: dict) -> float:
+    """The fastest reference round over the fastest candidate round: what a load burst in one round of a
+    two-round job moves least (session 19's CI run: the honest kernel's rounds 1.77 and 16.1 ms on the busy
+    2-core box made its speedup 0.63x, and a harmless exploit's 3.08x looked like 4.9 times it)."""
+    return min(r["timing"]["ref_rounds_ms"]) / min(r["timing"]["cand_rounds_ms"])
+
+
 def ref_slowed_again(kbench, names: list) -> None:
     """The harmless exploits `names` (all on cpu/1) whose reference looked slow, run again beside the honest
-    candidates with six rounds each: each one's fastest reference round within 1.6x of the run's usual."""
+    candidates with six rounds each: each one's fastest reference round within 1.6x of the run's usual, and
+    its speed near the honest kernel's."""
     kernels = [a for n in (*names, "honest", "out_param") for a in ("--kernel", ADVERSARIAL / "cpu" / "1_Add_ReLU" / f"{n}.py")]
     _, doc = kbench.json("bench", "cpu/1_Add_ReLU", *kernels, "--set", "timing.min_rounds=6", "--set", "timing.max_rounds=6")
     got = by_candidate(doc)
     usual = statistics.median(min(r["timing"]["ref_rounds_ms"]) for r in got.values())
     for name in names:
         assert min(got[name]["timing"]["ref_rounds_ms"]) < 1.6 * usual, (name, got[name]["timing"]["ref_rounds_ms"], usual)
+        assert best_speedup(got[name]) < 3.0 * best_speedup(got["honest"]), (name, got[name]["timing"])
 
 
 def test_honest_fixture_raises_no_flag(kbench):
