@@ -182,6 +182,8 @@ def bench(problems: List[str] = typer.Argument(None, help="Problems to run (or -
 @app.command()
 def build(problems: List[str] = typer.Argument(None, help="Problems whose candidates to build (or --all)."),
           all_: bool = typer.Option(False, "--all", help="Every problem under paths.problems."),
+          kernel: List[Path] = typer.Option([], "--kernel", "-k", help="Candidate file(s), built for every selected "
+                                                                      "problem; default: each problem's own."),
           config: Optional[Path] = ConfigOpt, device: Optional[str] = DeviceOpt, json: bool = JsonOpt,
           out: Optional[Path] = OutOpt, set_: List[str] = typer.Option([], "--set", help=SetOpt.help),
           arch: Optional[str] = scale.ArchOpt, executor: Optional[str] = scale.ExecutorOpt,
@@ -191,7 +193,8 @@ def build(problems: List[str] = typer.Argument(None, help="Problems whose candid
     """Compile candidates in parallel processes (cached by content); run nothing."""
     cfg, dev, catalog = _setup(config, device, out, set_, baselines, compile_only=True,
                                scaled=scale.overrides(None, None, executor, ray_address, arch))
-    jobs, skipped = plan(catalog, _select(catalog, problems or [], all_), [], dev)
+    _check_kernels(kernel, dev)
+    jobs, skipped = plan(catalog, _select(catalog, problems or [], all_), kernel, dev)
     store = RunStore(Path(cfg.paths.runs))
     results = _run(cfg, dev, jobs, skipped, json, "build", build_only=True, store=store)
     err.print(f"compile logs, one per candidate: {store.jobs}/build-*.log", highlight=False)

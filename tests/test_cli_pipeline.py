@@ -135,6 +135,9 @@ def test_build_all_compiles_without_running(kbench):
     proc = kbench("build", "cpu/2")            # its table says what was built, not "correct" (nothing ran)
     assert proc.returncode == 0 and "2/2 built (nothing was run" in proc.stdout, proc.stdout[-1500:]
     assert "correct" not in proc.stdout.replace("`kbench bench` verifies", ""), proc.stdout[-1500:]
+    fused = ROOT / "kernels" / "cpu" / "2_Row_Sum_Of_Squares" / "fused.py"     # one file, as check and bench take
+    code, doc = kbench.json("build", "cpu/2", "--kernel", fused)
+    assert code == 0 and [(r["candidate"], r["build"]["status"]) for r in doc["results"]] == [("fused", "cached")]
 
 
 def test_bench_takes_candidate_files_for_the_problems_it_names(kbench):
