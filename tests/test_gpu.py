@@ -43,17 +43,19 @@ def test_cuda_batch_failures_and_exploits(kbench):
     assert code == 1
 
 
-def short_kernel_lie(kbench, name: str, canary: bool = False, extra: tuple = (), engaged: bool = False) -> None:
+def short_kernel_lie(kbench, name: str, canary: bool = False, extra: tuple = (), engaged: bool = False,
+                     honest_name: str = "correct", bound: float | None = 1.6) -> float | None:
     """A 10x lie about the CUDA event clock (fixture `name`) beside the honest kernel on cpu/1 (a 0.03 ms kernel,
     shorter than the witness resolves per call): caught (timer-tampered), or its speedup near the honest one;
     with `canary`, caught by the clock canary (evidence.check_canary); with `engaged`, the lie must have read its
     clock short (else the fixture proves nothing: session 18's tracked hook claimed the honest time, its
-    cudaEventRecord unpatched)."""
+    cudaEventRecord unpatched). Against the honest twin `honest_name`; returns the lie's speed over the honest
+    kernel's own-clock time (None if caught), asserted under `bound` unless that is None."""
     fixtures = FIXTURES / "cuda_kernels" / "cpu" / "1_Add_ReLU"
     code, doc = kbench.json("bench", "cpu/1", "--device", "cuda", "--kernel", fixtures / f"{name}.py",
-                            "--kernel", fixtures / "correct.py", *CUDA_FIXTURES, *extra)
+                            "--kernel", fixtures / f"{honest_name}.py", *CUDA_FIXTURES, *extra)
     got = by_candidate(doc)
-    honest, lie = got["correct"], got[name]
+    honest, lie = got[honest_name], got[name]
     # per-call time on each one's own clock (for the honest kernel, the truth)
     own, claimed = (statistics.median(c / n for c, _, n in r["timing"]["witness_batches"]) if
                     r["timing"]["witness_batches"] else None for r in (honest, lie))
@@ -69,7 +71,7 @@ def short_kernel_lie(kbench, name: str, canary: bool = False, extra: tuple = (),
         assert claimed < 0.5 * own, (name, "the lie did not engage", claimed, own, brief(lie))
     if lie["status"] == "integrity":          # (the witness saw it: caught is fine too)
         assert "timer-tampered" in {f["name"] for f in lie["flags"]}, brief(lie)
-        return
+        return None
     assert lie["status"] == "ok", brief(lie)
     # Against the honest kernel's own clock (for an honest kernel, the truth), not its priced time: on a 0.03 ms
     # kernel the witness sometimes prices the honest one up to twice its device time (a hand-over calibrated
@@ -78,7 +80,8 @@ def short_kernel_lie(kbench, name: str, canary: bool = False, extra: tuple = (),
     ratio = own / lie["timing"]["cand_ms"]
     print(f"{name}: priced {lie['timing']['cand_ms']:.4f} ms/call (claimed {claimed:.4f}) vs the honest kernel's "
           f"own {own:.4f} (priced {honest['timing']['cand_ms']:.4f}): {ratio:.2f}x faster, the lie asks 10x")
-    assert ratio < 1.6, (name, lie["timing"]["cand_ms"], own)
+    assert bound is None or ratio < bound, (name, lie["timing"]["cand_ms"], own)
+    return ratio
 
 
 def test_a_python_event_clock_patch_on_a_short_kernel_is_harmless(kbench):
@@ -119,6 +122,24 @@ def test_work_started_ahead_on_a_side_stream_is_priced_at_the_witness(kbench):
     short_kernel_lie(kbench, "side_stream_ahead", extra=(
         "--config", ROOT / "configs" / "quick.yaml", "--set", "timing.max_rounds=30", "--set", "timing.budget_s=6",
         "--set", "timing.batch_ms=8"), engaged=True)
+
+
+class HoleOpen(AssertionError):
+    """The known hole a strict xfail documents is still open (any other failure is a real one)."""
+
+
+@pytest.mark.xfail(strict=True, raises=HoleOpen, reason="known hole (docs/integrity.md, 'untimed device work'): "
+                   "compute-bound work started ahead on a side stream runs under kbench's untimed L2 flush")
+def test_compute_bound_work_started_ahead_under_the_untimed_flush_is_priced(kbench):
+    """side_stream_ahead with a compute-bound kernel: the memory-bound flush before each call is barely slowed
+    by it, so the batch's wall does not hold the work either. Expected to read far faster than its honest twin
+    (heavy.py) until the flush leaves no room for other work or the profile shows kernels overlapping it.
+    Written in session 19 without a GPU run."""
+    ratio = short_kernel_lie(kbench, "heavy_ahead", honest_name="heavy", engaged=True, bound=None, extra=(
+        "--config", ROOT / "configs" / "quick.yaml", "--set", "timing.max_rounds=30", "--set", "timing.budget_s=6",
+        "--set", "timing.batch_ms=8"))
+    if ratio is not None and ratio >= 1.6:
+        raise HoleOpen(f"heavy_ahead priced {ratio:.2f}x faster than its honest twin's own time")
 
 
 def test_a_native_event_clock_hook_is_caught_by_the_witness(kbench):
