@@ -44,13 +44,14 @@ def test_cuda_batch_failures_and_exploits(kbench):
 
 
 def short_kernel_lie(kbench, name: str, canary: bool = False, extra: tuple = (), engaged: bool = False,
-                     honest_name: str = "correct", bound: float | None = 1.6) -> float | None:
+                     honest_name: str = "correct", bound: float | None = 1.6) -> dict | None:
     """A 10x lie about the CUDA event clock (fixture `name`) beside the honest kernel on cpu/1 (a 0.03 ms kernel,
     shorter than the witness resolves per call): caught (timer-tampered), or its speedup near the honest one;
     with `canary`, caught by the clock canary (evidence.check_canary); with `engaged`, the lie must have read its
     clock short (else the fixture proves nothing: session 18's tracked hook claimed the honest time, its
     cudaEventRecord unpatched). Against the honest twin `honest_name`; returns the lie's speed over the honest
-    kernel's own-clock time (None if caught), asserted under `bound` unless that is None."""
+    kernel's own-clock time (`ratio`, asserted under `bound` unless that is None) and both own-clock times per
+    call (`claimed`, `own`); None if caught."""
     fixtures = FIXTURES / "cuda_kernels" / "cpu" / "1_Add_ReLU"
     code, doc = kbench.json("bench", "cpu/1", "--device", "cuda", "--kernel", fixtures / f"{name}.py",
                             "--kernel", fixtures / f"{honest_name}.py", *CUDA_FIXTURES, *extra)
@@ -81,7 +82,7 @@ def short_kernel_lie(kbench, name: str, canary: bool = False, extra: tuple = (),
     print(f"{name}: priced {lie['timing']['cand_ms']:.4f} ms/call (claimed {claimed:.4f}) vs the honest kernel's "
           f"own {own:.4f} (priced {honest['timing']['cand_ms']:.4f}): {ratio:.2f}x faster, the lie asks 10x")
     assert bound is None or ratio < bound, (name, lie["timing"]["cand_ms"], own)
-    return ratio
+    return {"ratio": ratio, "claimed": claimed, "own": own}
 
 
 def test_a_python_event_clock_patch_on_a_short_kernel_is_harmless(kbench):
@@ -124,6 +125,17 @@ def test_work_started_ahead_on_a_side_stream_is_priced_at_the_witness(kbench):
         "--set", "timing.batch_ms=8"), engaged=True)
 
 
+def test_a_flush_patched_out_from_python_is_harmless(kbench):
+    """`Tensor.zero_` replaced at import (through getattr/setattr strings) would skip the L2 flush between the
+    calls of a batch; the candidate process flushes through TensorBase.zero_ bound before the import, so the
+    kernel runs as cold as the honest one. Written in session 19 without a GPU run."""
+    got = short_kernel_lie(kbench, "skip_flush", extra=(
+        "--config", ROOT / "configs" / "quick.yaml", "--set", "timing.max_rounds=30", "--set", "timing.budget_s=6",
+        "--set", "timing.batch_ms=8"))
+    # its own clock is honest: with the flush skipped its calls would read faster than the honest kernel's
+    assert got is None or got["claimed"] > 0.85 * got["own"], got
+
+
 class HoleOpen(AssertionError):
     """The known hole a strict xfail documents is still open (any other failure is a real one)."""
 
@@ -135,11 +147,11 @@ def test_compute_bound_work_started_ahead_under_the_untimed_flush_is_priced(kben
     by it, so the batch's wall does not hold the work either. Expected to read far faster than its honest twin
     (heavy.py) until the flush leaves no room for other work or the profile shows kernels overlapping it.
     Written in session 19 without a GPU run."""
-    ratio = short_kernel_lie(kbench, "heavy_ahead", honest_name="heavy", engaged=True, bound=None, extra=(
+    got = short_kernel_lie(kbench, "heavy_ahead", honest_name="heavy", engaged=True, bound=None, extra=(
         "--config", ROOT / "configs" / "quick.yaml", "--set", "timing.max_rounds=30", "--set", "timing.budget_s=6",
         "--set", "timing.batch_ms=8"))
-    if ratio is not None and ratio >= 1.6:
-        raise HoleOpen(f"heavy_ahead priced {ratio:.2f}x faster than its honest twin's own time")
+    if got is not None and got["ratio"] >= 1.6:
+        raise HoleOpen(f"heavy_ahead priced {got['ratio']:.2f}x faster than its honest twin's own time")
 
 
 def test_a_native_event_clock_hook_is_caught_by_the_witness(kbench):
