@@ -480,3 +480,29 @@ def test_the_clock_canary_catches_a_clock_that_reads_short_and_only_that():
     assert below is not None and below.name == "timer-tampered", below
     assert check_canary(before, [(3, 0.13), (1, -1.0)], "cuda").name == "timer-tampered"   # the canary not timed
     assert check_canary([], [], "cpu") is None and check_canary([(0, -1.0)], [(0, -1.0)], "cpu") is None
+
+
+QUEUED_SIGNALS = r'''
+import ctypes, os, platform, sys
+from kernelbench_cli import sandbox
+if not sandbox.confine():
+    print("unsupported"); sys.exit()
+nrs = {"x86_64": (129, 297), "aarch64": (138, 240)}[platform.machine()]
+libc = ctypes.CDLL(None, use_errno=True)
+info = (ctypes.c_int * 32)(0, 0, -1)          # signal 0, si_code SI_QUEUE: as to another process
+parent, me = os.getppid(), os.getpid()
+print(libc.syscall(nrs[0], parent, 0, info), libc.syscall(nrs[1], parent, parent, 0, info),
+      libc.syscall(nrs[0], me, 0, info))
+'''
+
+
+def test_the_run_sandbox_refuses_queued_signals_to_other_processes():
+    """rt_sigqueueinfo / rt_tgsigqueueinfo reached the parent (the judge) from a confined candidate while kill
+    was refused (session 19's red team); now they are checked as kill is: this process only."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", QUEUED_SIGNALS], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    if proc.stdout.strip() == "unsupported":
+        pytest.skip("no seccomp filter for this machine")
+    assert proc.stdout.split() == ["-1", "-1", "0"], (proc.stdout, proc.stderr[-500:])
