@@ -138,14 +138,6 @@ def from_message(cls, msg: dict):
 # reaches it (else its interval holds launch gaps: session 16 measured 0.03 ms for a 3 us canary mid-batch).
 CANARY_SIZES = (1 << 12, 1 << 14, 1 << 16, 1 << 18)
 CANARY_PAD = 1 << 16
-# LEAD_SPIN: the judge starts every timed CUDA reference batch with an untimed spin of this many cycles (~0.26 ms on
-# the H200), so the host has queued the first call before the device reaches its start event, as it has every
-# later call. Without it the reference batch, issued on an idle device in the judge's own context, held the host's
-# dispatch of its first call (0.06-0.09 ms, scripts/probe_aa.py: first call 0.79 ms, the others 0.69), while the
-# candidate's is hidden by the context switch to its process: A/A read 1.02-1.04x on memory-bound problems
-# (session 19). Not in the candidate's loop: a spin on one SM there would leave the others to work a side stream
-# launched by its first call does before that call's start event, off every clock and inside the pings' allowance.
-LEAD_SPIN = 1 << 19
 
 
 @dataclass

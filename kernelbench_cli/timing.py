@@ -17,7 +17,7 @@ from .results import Timing
 # result records it (environment.py), and the gate compares no baseline of another protocol with a run
 # (gate/baseline.py): the move is kbench's, not the kernel's. cuda 2 (session 18): the reference timed in
 # batches as the candidate is (protocol 1 timed each reference call alone and counted its first launch). Not
-# bumped for session 19's lead spin (channel.LEAD_SPIN): it takes one first call's host dispatch (<= 0.09 ms on
+# bumped for session 19's lead spin (sides.LEAD_SPIN): it takes one first call's host dispatch (<= 0.09 ms on
 # the H200) out of a reference batch of >= timing.batch_ms (8 ms), a move of ~1% that compare.tau absorbs.
 PROTOCOL = {"cuda": 2, "cpu": 1}
 

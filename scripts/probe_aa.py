@@ -37,7 +37,7 @@ import torch
 import torch.multiprocessing as mp
 
 VARIANTS = ("judge-drop", "judge-keep", "judge-gap", "judge-lead", "child-own", "child-ipc", "child-lead")
-LEAD = 1 << 19      # cycles of the untimed spin the judge starts a reference batch with (kernelbench_cli/channel.py LEAD_SPIN)
+LEAD = 1 << 19      # the judge's untimed lead spin, in cycles (kernelbench_cli/judge/sides.py LEAD_SPIN)
 
 
 def load(problem: str):

@@ -17,7 +17,7 @@ import torch
 from .. import stats
 from ..integrity import witnessed_per_call
 from . import evidence
-from ..channel import CANARY_SIZES, LEAD_SPIN, MAX_FDS
+from ..channel import CANARY_SIZES, MAX_FDS
 from ..correctness import clone, maybe_flag, synchronize, tensors
 
 SPOT_CHECK_P = 0.1      # besides one secret call per round, each other timed call is checked with this chance
@@ -26,6 +26,15 @@ PROBE_CALLS = 20        # device-idle probe baseline: median of this many
 # saw 5 of 24 probes 0.13 ms over a 0.2 ms idle, session 15: a switch's cost varies by that much)...
 PROBE_BUSY_MARGIN_MS = 0.25
 PROBE_BUSY_NOISE = 4.0       # ...and than this many robust standard deviations of it
+
+# LEAD_SPIN: every timed CUDA reference batch starts with an untimed spin of this many cycles (~0.26 ms on
+# the H200), so the host has queued the first call before the device reaches its start event, as it has every
+# later call. Without it the reference batch, issued on an idle device in the judge's own context, held the host's
+# dispatch of its first call (0.06-0.09 ms, scripts/probe_aa.py: first call 0.79 ms, the others 0.69), while the
+# candidate's is hidden by the context switch to its process: A/A read 1.02-1.04x on memory-bound problems
+# (session 19). Not in the candidate's loop: a spin on one SM there would leave the others to work a side stream
+# launched by its first call does before that call's start event, off every clock and inside the pings' allowance.
+LEAD_SPIN = 1 << 19
 
 # Calls per witnessed batch, at most: the witness prices a batch at its wall less an allowance per batch
 # (integrity.witnessed_per_call), so what a lying clock can hide per call shrinks as 1/n. More on CUDA, where
@@ -197,7 +206,7 @@ class LocalSide:
         events = []
         t0 = time.perf_counter_ns()
         torch.cuda._sleep(LEAD_SPIN)        # the host ahead of the device from the first call on, as the
-        #                                     candidate's is behind its context switch (channel.py)
+        #                                     candidate's is behind its context switch (LEAD_SPIN)
         with torch.no_grad():
             for k, lane in enumerate(self.lanes[:n]):
                 if k:
