@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,8 +68,22 @@ def _parse(path: Path, what: str) -> ast.Module:
         raise InputError(f"{path}: cannot read {what} file ({e})") from None
 
 
+_DIGESTS: dict[str, str] = {}
+
+
+def problem_digest(path) -> str:
+    """sha256 of the problem file as this kbench first read it (planning, before any candidate is built): its
+    reference process executes the file only if it still reads the same (candidate/loading.import_file), so
+    code that rewrote it meanwhile (a build's import: an unconfined CUDA build can write) is never run there."""
+    key = str(Path(path).resolve())
+    if key not in _DIGESTS:
+        _DIGESTS[key] = hashlib.sha256(Path(key).read_bytes()).hexdigest()
+    return _DIGESTS[key]
+
+
 def check_problem_file(path: Path) -> None:
     """A problem must define Model, get_inputs() and get_init_inputs() at top level."""
+    problem_digest(path)
     missing = [n for n in PROBLEM_NAMES if n not in _top_level_names(_parse(path, "problem"))]
     if missing:
         raise InputError(f"{path}: problem file defines no {', '.join(missing)}; a problem needs "

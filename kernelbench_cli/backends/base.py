@@ -41,6 +41,13 @@ class Backend:
         if device in self.warms_on:
             importlib.import_module(f"{__package__}.{self.hook}").warm(module, msg, device, extensions)
 
+    def check(self, msg: dict, device: str, extensions: list) -> None:
+        """Build process, trusted side, after the warm-up: checks of what it recorded that run no candidate code
+        here (raises what failed; Triton on the CPU: its launches compiled for a GPU, in a sandboxed process)."""
+        hook = importlib.import_module(f"{__package__}.{self.hook}") if self.hook else None
+        if device in self.warms_on and hasattr(hook, "check"):
+            hook.check(msg, device, extensions)
+
 
 def calls_named(tree: ast.Module, name: str) -> list[ast.Call]:
     """Calls of a function called `name` (plain or as an attribute), anywhere in the file."""

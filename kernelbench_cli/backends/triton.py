@@ -198,15 +198,19 @@ def warm(module, msg: dict, device: str, extensions: list) -> None:
     """The build process. On a GPU: the candidate's forward on every specialisation the job will launch — the
     problem's inputs (a public seed), the shapes variants' sizes and the layout variants' views — so Triton
     compiles (and autotunes) here, into its cache, and the sandboxed run-time process only loads cubins. On
-    the CPU: one interpreted forward at the problem's sizes records its launches, which are then compiled for
-    the GPU (gpu_compile_check): the interpreter runs what no GPU could (raises what does not compile)."""
+    the CPU: one interpreted forward at the problem's sizes records its launches, which `check` then compiles
+    for the GPU (gpu_compile_check): the interpreter runs what no GPU could (raises what does not compile)."""
     if device == "cpu":
         from ..roofline import too_big_to_interpret
         if too_big_to_interpret(msg["problem_path"], msg.get("dtype", "float32")):
             return              # its jobs are not run on the CPU either
-        _warm_at(module, msg, device, [{}], layouts=False)
-        return gpu_compile_check(msg, extensions)
+        return _warm_at(module, msg, device, [{}], layouts=False)
     warm_specialisations(module, msg, device)
+
+
+def check(msg: dict, device: str, extensions: list) -> None:
+    if device == "cpu":
+        gpu_compile_check(msg, extensions)
 
 
 def warm_specialisations(module, msg: dict, device: str) -> None:

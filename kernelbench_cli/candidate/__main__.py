@@ -1,5 +1,5 @@
 import sys
 
-from .process import main
+from .entry import main
 
 sys.exit(main(sys.argv[1:]))

@@ -51,12 +51,24 @@ def _cpp_extension():
     return cpp_extension
 
 
+EXPECTED: dict[str, str] = {}     # real path -> sha256 the file must have (a reference process's problem)
+
+
 def import_file(path: str | os.PathLike, module_name: str):
-    """Execute `path` as module `module_name` (registered in sys.modules so pickling/dataclasses work)."""
+    """Execute `path` as module `module_name` (registered in sys.modules so pickling/dataclasses work). A path
+    in EXPECTED is executed from the bytes read here, and only if they are the ones kbench planned with."""
     spec = importlib.util.spec_from_file_location(module_name, str(path))
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
-    spec.loader.exec_module(module)
+    want = EXPECTED.get(os.path.realpath(path))
+    if want is None:
+        spec.loader.exec_module(module)
+        return module
+    source = Path(path).read_bytes()
+    if hashlib.sha256(source).hexdigest() != want:
+        raise RuntimeError(f"{path} changed after kbench planned this run (something rewrote it while the "
+                           "candidates were built); run again with the file as it should be")
+    exec(compile(source, str(path), "exec"), module.__dict__)
     return module
 
 
@@ -159,13 +171,40 @@ class CountingModule:
         return self._wrapped[attr]
 
 
+RECIPE = ("name", "cpp_sources", "cuda_sources", "sycl_sources", "functions", "extra_cflags", "extra_cuda_cflags",
+          "extra_sycl_cflags", "extra_ldflags", "extra_include_paths", "with_cuda", "is_python_module",
+          "with_pytorch_error_handling", "use_pch")
+
+
+def extension_key(args: dict) -> str:
+    """What the binary depends on: the build directory's name, computed alike where it is built (compiler.py)
+    and wherever it is loaded."""
+    recipe = {k: args.get(k) for k in RECIPE}
+    recipe.update(torch=torch.__version__, cuda=torch.version.cuda, arch=os.environ.get("TORCH_CUDA_ARCH_LIST"),
+                  python=sys.version_info[:2], key_version=KEY_VERSION)
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def extension_record(a: dict, key: str, cached: bool) -> dict:
+    functions = a.get("functions") or []
+    functions = list(functions.keys()) if isinstance(functions, dict) else \
+        [functions] if isinstance(functions, str) else list(functions)
+    cuda_sources = a.get("cuda_sources") or []
+    cuda_sources = [cuda_sources] if isinstance(cuda_sources, str) else list(cuda_sources)
+    return {"name": a["name"], "key": key, "functions": functions, "arch": os.environ.get("TORCH_CUDA_ARCH_LIST"),
+            "backend": "cuda" if cuda_sources else "cpu", "kernels": sorted(kernel_names(cuda_sources)),
+            "cached": cached, "seconds": 0.0}
+
+
 class BuildInterceptor:
-    """`compile=False` (the run-time candidate process, which may not start processes or write files):
+    """`remote` (the build's sandboxed import, compiler.py): each load_inline's arguments go to the trusted
+    compiler, which builds them into the cache, and the module is loaded from there; the import never
+    compiles, forks or writes. `compile=False` (the run-time candidate process, which may not start processes or write files):
     load what the build phase made for the same key, straight from its build directory, and never compile."""
 
-    def __init__(self, cache_root: Path, verbose: bool = False, compile: bool = True):
+    def __init__(self, cache_root: Path, verbose: bool = False, compile: bool = True, remote=None):
         self.cache_root = Path(cache_root).expanduser()
-        self.verbose, self.compile = verbose, compile
+        self.verbose, self.compile, self.remote = verbose, compile and remote is None, remote
         self.extensions: list[dict] = []      # one record per load_inline call
         self.failure: str | None = None       # compiler output of the first failed build
         self.calls: Counter = Counter()       # "ext.function" -> calls
@@ -176,33 +215,27 @@ class BuildInterceptor:
     def install(self) -> None:
         _cpp_extension().load_inline = self.load_inline
 
-    def key(self, args: dict) -> str:
-        recipe = {k: args.get(k) for k in ("name", "cpp_sources", "cuda_sources", "sycl_sources", "functions",
-                                           "extra_cflags", "extra_cuda_cflags", "extra_sycl_cflags",
-                                           "extra_ldflags", "extra_include_paths", "with_cuda",
-                                           "is_python_module", "with_pytorch_error_handling", "use_pch")}
-        recipe.update(torch=torch.__version__, cuda=torch.version.cuda, arch=os.environ.get("TORCH_CUDA_ARCH_LIST"),
-                      python=sys.version_info[:2], key_version=KEY_VERSION)
-        return hashlib.sha256(json.dumps(recipe, sort_keys=True, default=str).encode()).hexdigest()[:20]
-
     def load_inline(self, *args, **kwargs):
         bound = self._signature.bind(*args, **kwargs)
         bound.apply_defaults()
         a = bound.arguments
-        key = self.key(a)
+        if self.remote is not None:
+            record, failure = self.remote({k: a[k] for k in RECIPE if k in a})
+            if record is None:
+                self.failure = self.failure or failure
+                raise BuildFailed(failure)
+            key, ready = record["key"], True
+        else:
+            key = extension_key(a)
         build_dir = self.cache_root / f"{a['name']}-{key}"
         if self.compile:
             build_dir.mkdir(parents=True, exist_ok=True)
         a["build_directory"] = str(build_dir)
         a["verbose"] = self.verbose
-        functions = a.get("functions") or []
-        functions = list(functions.keys()) if isinstance(functions, dict) else \
-            [functions] if isinstance(functions, str) else list(functions)
-        cuda_sources = a.get("cuda_sources") or []
-        cuda_sources = [cuda_sources] if isinstance(cuda_sources, str) else list(cuda_sources)
-        record = {"name": a["name"], "key": key, "functions": functions, "arch": os.environ.get("TORCH_CUDA_ARCH_LIST"),
-                  "backend": "cuda" if cuda_sources else "cpu", "kernels": sorted(kernel_names(cuda_sources)),
-                  "cached": (build_dir / "kbench.ok").exists(), "seconds": 0.0}
+        if self.remote is None:
+            record = extension_record(a, key, (build_dir / "kbench.ok").exists())
+            ready = record["cached"]
+        functions = record["functions"]
         self.extensions.append(record)
         start = time.perf_counter()
         try:
@@ -210,7 +243,7 @@ class BuildInterceptor:
                 with _build_lock(build_dir):
                     module = self._original(**a)
             else:
-                module = self._load_built(a, build_dir, record)
+                module = self._load_built(a, build_dir, ready)
         except Exception as e:   # compiler or linker error: keep the output, then let the candidate see it
             self.failure = self.failure or f"{type(e).__name__}: {e}"
             record["cached"] = False
@@ -224,9 +257,9 @@ class BuildInterceptor:
         return CountingModule(module, functions, self.calls, a["name"], self.ablation)
 
     @staticmethod
-    def _load_built(a: dict, build_dir: Path, record: dict):
+    def _load_built(a: dict, build_dir: Path, ready: bool):
         """torch's own last step of load_inline (import the built library), without ninja or a compiler."""
-        if not record["cached"]:
+        if not ready:
             raise RuntimeError(f"extension '{a['name']}' was not built by the build phase under this key "
                                "(do its sources change between imports?)")
         return _cpp_extension()._import_module_from_library(a["name"], str(build_dir), a.get("is_python_module", True))

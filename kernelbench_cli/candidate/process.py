@@ -79,7 +79,7 @@ def import_candidate(msg: dict, interceptor):
     return module, build, None, interceptor
 
 
-def build_status(exts: list, failure: str | None) -> str:
+def build_status(exts: list, failure: str | None, interpreted: bool | None = None) -> str:
     """failed | cached | built (load_inline extensions) | jit | interpreted (Triton kernels only: they
     compile at their first launch, or never under the interpreter) | none."""
     if failure:
@@ -88,7 +88,8 @@ def build_status(exts: list, failure: str | None) -> str:
     if built:
         return "cached" if all(x["cached"] for x in built) else "built"
     if exts:
-        return "interpreted" if os.environ.get("TRITON_INTERPRET") == "1" else "jit"
+        interpreted = os.environ.get("TRITON_INTERPRET") == "1" if interpreted is None else interpreted
+        return "interpreted" if interpreted else "jit"
     return "none"
 
 
@@ -333,67 +334,3 @@ def run_main() -> int:
     chan.send(Reply(op="ready"))
     server.serve()
     return 0
-
-
-def read_sources(opened: set, cache_dir: str) -> list[str]:
-    """The files the candidate's import read (by Python's audit hook), minus the interpreter's and torch's own
-    files and the build cache: what a build record must check is unchanged (a candidate may load its
-    sources from anywhere, e.g. a shared .cu two folders up)."""
-    own = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))       # kbench itself (e.g. backends/)
-    skip = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, own,
-                                                        os.path.expanduser(cache_dir), "/proc", "/sys", "/dev")}
-                 | {os.path.realpath(p) + os.sep for p in sys.path if "-packages" in p})
-    out = []
-    for p in opened:
-        real = os.path.realpath(p)
-        if not real.startswith(skip) and not real.endswith(".pyc") and os.path.isfile(real) \
-                and not any(part.endswith((".egg-info", ".dist-info")) for part in real.split(os.sep)):
-            out.append(real)
-    return sorted(out)
-
-
-def build_main() -> int:
-    """Import the candidate with load_inline compiling into the cache; report the BuildInfo."""
-    sandbox.tie_to_parent(int(os.environ.get("KBENCH_PARENT_PID", "0")) or None)
-    sandbox.drop_capabilities()
-    faulthandler.enable()
-    chan = Channel.from_fd(int(os.environ["KBENCH_FD"]))
-    msg, _ = chan.recv()
-    if os.environ.get("KBENCH_DEVICE", "cpu") == "cpu":   # not CUDA builds: on the H200 (session 13) Triton's
-        sandbox.confine_build()      # warm-up under it left its cache unwritten (the candidates' first launch
-        #                              then failed); compilers and cache writes stay, sockets, ptrace do not
-    opened: set = set()
-    sys.addaudithook(lambda event, args: opened.add(os.path.abspath(args[0]))
-                     if event == "open" and isinstance(args[0], str) else None)
-    module, build, failure, _ = import_candidate(msg, install_backends(msg, compile=True))
-    if failure is None:
-        failure = warm(module, msg, build["extensions"])
-        build["status"] = "failed" if failure else build["status"]
-    reply = failure or Reply(op="built")
-    build["sources"] = read_sources(opened, msg["cache_dir"])
-    reply.build = build
-    chan.send(reply)
-    return 0
-
-
-def warm(module, msg: dict, extensions: list) -> Reply | None:
-    """Backends that compile at first use (Triton on a GPU) run the candidate here, off the clock; on the CPU
-    Triton's interpreted launches are compiled for the GPU."""
-    from ..backends import BY_NAME
-    try:
-        for name in msg.get("backends", []):
-            BY_NAME[name].warm(module, msg, os.environ.get("KBENCH_DEVICE", "cpu"), extensions)
-    except Exception as e:
-        traceback.print_exc()
-        return Reply(op="error", ok=False, status="compile-error", message=f"a kernel failed to compile: {one_line(e)}")
-    return None
-
-
-def main(argv: list[str]) -> int:
-    sandbox.set_name(f"kbench-{argv[0]}")
-    os.chdir(os.environ.get("KBENCH_WORKDIR", "/"))
-    return {"run": run_main, "build": build_main}[argv[0]]()
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

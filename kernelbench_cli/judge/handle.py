@@ -84,7 +84,7 @@ class CandidateProcess:
         why = forkable() if fork else ""
         self.forked = fork and not why
         if self.forked:
-            from ..candidate.process import main
+            from ..candidate.entry import main
             self.pid = fork_main(main, [mode], env, self.workdir, self.log.fileno(), theirs.fileno(), new_group)
         else:
             self.pid = subprocess.Popen([sys.executable, "-m", "kernelbench_cli.candidate", mode], cwd=self.workdir,

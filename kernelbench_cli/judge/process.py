@@ -51,7 +51,10 @@ def _result(problem_key: str, device: str, dtype: str, **kw):
 class Judge:
     def __init__(self, chan, spec: dict):
         from ..config import config_from_dict
+        from ..candidate.loading import EXPECTED
         self.chan, self.spec = chan, spec
+        if spec.get("problem_sha256"):
+            EXPECTED[os.path.realpath(spec["problem_path"])] = spec["problem_sha256"]
         self.cfg = config_from_dict(spec["config"])
         self.device = spec["device"]
         self.logs = Path(spec["logs"])

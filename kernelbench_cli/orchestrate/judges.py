@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .. import results as R
 from ..build import cache_dir, record_build, record_key, recorded_build
+from ..catalog import problem_digest
 from ..channel import Channel, ChannelClosed, Reply, from_message
 from ..judge.handle import ENV_ALLOW, PACKAGE_PARENT, CandidateProcess, describe_exit, log_tail
 from ..results import BuildInfo, Result
@@ -83,7 +84,9 @@ class JudgeClient:
             lifecycle.register(self.proc.pid)
         theirs.close()
         trace.mark("parent", f"judge {self.proc.pid} {problem_key}: {'forked by the server' if warm.served(self.proc) else 'started'}")
-        self.chan.send({"op": "problem", "problem_path": str(Path(problem_path).resolve()) if problem_path else "", "problem_key": problem_key, "device": device,
+        self.chan.send({"op": "problem", "problem_path": str(Path(problem_path).resolve()) if problem_path else "",
+                        "problem_sha256": problem_digest(problem_path) if problem_path else "",
+                        "problem_key": problem_key, "device": device,
                         "config": cfg.to_dict(), "logs": str(logs), "mode": mode, "hold": hold,
                         "jobs": jobs})
 

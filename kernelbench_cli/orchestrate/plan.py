@@ -8,7 +8,7 @@ from pathlib import Path
 from .. import backends
 from .. import results as R
 from ..build import cache_dir
-from ..catalog import Candidate, Catalog, Problem, read_candidate
+from ..catalog import Candidate, Catalog, Problem, problem_digest, read_candidate
 from ..results import Result
 
 
@@ -50,6 +50,10 @@ def plan(catalog: Catalog, problems: list[Problem], kernels: list[Path], device:
     """Jobs for the device, and notes on what was left out (e.g. CUDA candidates on the CPU)."""
     jobs, skipped = [], []
     for problem in problems:
+        try:
+            problem_digest(problem.path)      # as read now, before any build (catalog.problem_digest)
+        except OSError:
+            pass                              # (its reference process says what is wrong with it)
         cands = [read_candidate(k) for k in kernels] if kernels else catalog.candidates(problem)
         for cand in cands:
             missing = backends.BY_NAME[cand.backend].missing()
