@@ -53,6 +53,16 @@ def test_a_kernel_at_the_power_cap_throughout_keeps_its_paired_rounds():
     assert t.throttled_rounds == 6 and t.rounds == 6 and t.throttled_kept
 
 
+def test_the_flush_kernel_takes_every_thread_slot_of_every_sm():
+    """l2flush.occupancy: blocks x threads = every SM's thread slots, so no other kernel's block fits beside
+    the flush (H100/H200: 2048 a SM -> 2 x 1024; 1536 -> 2 x 768; 1024 -> 1 x 1024)."""
+    from kernelbench_cli.l2flush import occupancy
+    for per_sm, sms, want in ((2048, 132, (264, 1024)), (1536, 84, (168, 768)), (1024, 80, (80, 1024)),
+                              (2560, 10, (40, 640))):
+        blocks, block = occupancy(per_sm, sms)
+        assert (blocks, block) == want and blocks * block == per_sm * sms and block % 32 == 0 and block <= 1024
+
+
 def test_every_timed_call_gets_fresh_contents_from_the_pool():
     import random
 

@@ -20,6 +20,7 @@ import traceback
 
 from .. import sandbox
 from ..channel import CANARY_PAD, CANARY_SIZES, Channel, Reply, map_specs
+from ..l2flush import DriverFlush
 from ..layouts import view_of
 from .clocks import DeviceTimer, perf_counter_ns
 from .outputs import describe, flatten
@@ -115,7 +116,6 @@ class Server:
             torch.cuda.synchronize()
             self.timer = DeviceTimer(torch)          # bound before any candidate code exists here
             self.spin = torch._C._cuda_sleep          # the canary's work (clocks.py), bound before candidate code
-            self.zero = torch._C.TensorBase.zero_     # the flush, bound too: a patched Tensor.zero_ would skip it
         else:
             # A CPU job's processes see no GPU (build.build_env), but on a GPU host the CUDA driver starts a
             # thread at its first query all the same (cuInit, measured on the H200): asked here, that thread
@@ -165,8 +165,8 @@ class Server:
                 fds = fds[len(lane[key]):] if self.device == "cpu" else fds
             self.shape_lanes.append(parts + [lane["weight_names"], lane["init_args"]])
         self.inputs, self.outputs = self.lanes[0]
-        if self.device == "cuda" and msg.get("flush_bytes"):
-            self.flush = torch.empty(msg["flush_bytes"], dtype=torch.uint8, device="cuda")
+        if self.device == "cuda" and msg.get("flush_bytes"):     # (before the import: its launch is bound here)
+            self.flush = DriverFlush(torch, msg["flush_bytes"])
         from .loading import import_file
         problem = import_file(msg["problem_path"], "kbench_standin_problem")
         with torch.device(self.device):
@@ -255,7 +255,7 @@ class Server:
                 if msg.get("views"):      # a layout trial: the same slots, viewed non-contiguously
                     inputs = [view_of(x, v) for x, v in zip(inputs, msg["views"])]
                 if pos and self.flush is not None:
-                    self.zero(self.flush)
+                    self.flush()
                 if self.device == "cuda":
                     if pos == at:
                         canary = self._canary(size)

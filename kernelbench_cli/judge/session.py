@@ -105,7 +105,7 @@ class Session:
         synchronize(self.device)
         fds = [fd for ins, outs in self.lanes for fd in ins.fds + outs.fds] + weights.fds + \
             [fd for lane in self.shape_lanes for part in lane for fd in part.fds]
-        flush = self.flush.buf.numel() if self.flush.buf is not None else 0
+        flush = self.flush.nbytes
         mapped, _ = cand.call({"op": "map", "lanes": [{"inputs": i.specs, "outputs": o.specs} for i, o in self.lanes],
                                "weights": weights.specs, "problem_path": ref.path, "init_args": ref.init_args,
                                "seed": ref.seeds["init"], "dtype": self.cfg.dtype, "weight_names": list(state.keys()),

@@ -16,6 +16,7 @@ import torch
 
 from .. import stats
 from ..integrity import witnessed_per_call
+from ..l2flush import DriverFlush
 from . import evidence
 from ..channel import CANARY_SIZES, MAX_FDS
 from ..correctness import clone, maybe_flag, synchronize, tensors
@@ -108,17 +109,20 @@ class InputFeed:
 
 class Flush:
     """Overwrite a buffer twice the size of L2 before every timed call (cold cache, as in a model where other
-    layers ran in between). The judge does it for both sides, so a candidate cannot skip it."""
+    layers ran in between), with kbench's SM-filling kernel (l2flush.py: nothing else runs beside it). The
+    judge does it for both sides, so a candidate cannot skip it; `nbytes` is what the candidate process's own
+    flush between a batch's calls must cover."""
 
     def __init__(self, device: str, enabled: bool):
-        self.buf = None
+        self.run, self.nbytes = None, 0
         if device == "cuda" and enabled:
             l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
-            self.buf = torch.empty(2 * max(l2, 1 << 20), dtype=torch.uint8, device="cuda")
+            self.nbytes = 2 * max(l2, 1 << 20)
+            self.run = DriverFlush(torch, self.nbytes)
 
     def __call__(self) -> None:
-        if self.buf is not None:
-            self.buf.zero_()
+        if self.run is not None:
+            self.run()
 
 
 class DeviceProbe:

@@ -1,0 +1,92 @@
+"""The L2 flush before each timed CUDA call, as kbench's own kernel: a store of zeros over twice the L2, launched
+with every thread slot of every SM taken (max threads per SM / block size blocks on each), so that no other
+kernel's block can run beside it.
+
+Why not `buf.zero_()`: torch's fill kernel leaves most of each SM free, and it is memory-bound, so a candidate
+that starts a call's compute-bound work ahead on a stream that does not wait for the timed one ran it under the
+flush almost for free: neither the call's events nor the batch's wall held it (tests/fixtures/cuda_kernels/
+cpu/1_Add_ReLU/heavy_ahead.py, docs/integrity.md "Untimed device work"). With the SMs full, work started ahead
+either runs inside some call's events or delays the flush, and then the witness's wall holds it.
+
+The kernel is PTX loaded through the CUDA driver (ctypes, libcuda), with no compiler and no dispatcher: bound in
+the candidate process before any candidate code exists, no `torch.library` override or `Tensor.zero_` patch
+reaches it (a native hook of libcuda still could, as it could the clocks).
+"""
+from __future__ import annotations
+
+import ctypes
+
+PTX = r"""
+.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry kbench_l2_flush(.param .u64 p_buf, .param .u64 p_n16)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [p_buf];
+    ld.param.u64 %rd2, [p_n16];
+    mov.u32 %r1, %ctaid.x;
+    mov.u32 %r2, %ntid.x;
+    mov.u32 %r3, %tid.x;
+    mov.u32 %r4, %nctaid.x;
+    mul.wide.u32 %rd3, %r1, %r2;
+    cvt.u64.u32 %rd4, %r3;
+    add.u64 %rd3, %rd3, %rd4;
+    mul.wide.u32 %rd5, %r4, %r2;
+    mov.u32 %r5, 0;
+LOOP:
+    setp.ge.u64 %p1, %rd3, %rd2;
+    @%p1 bra DONE;
+    shl.b64 %rd6, %rd3, 4;
+    add.u64 %rd7, %rd1, %rd6;
+    st.global.v4.u32 [%rd7], {%r5, %r5, %r5, %r5};
+    add.u64 %rd3, %rd3, %rd5;
+    bra LOOP;
+DONE:
+    ret;
+}
+"""
+
+
+def occupancy(threads_per_sm: int, sms: int) -> tuple[int, int]:
+    """(blocks, threads per block) that take every thread slot: the largest block (a multiple of 32, at most
+    1024) that divides the SM's thread slots, that many per SM times the SMs."""
+    block = max(b for b in range(32, 1025, 32) if threads_per_sm % b == 0)
+    return sms * (threads_per_sm // block), block
+
+
+class DriverFlush:
+    """Callable: one flush on the current stream. Built once per process while it is still trusted."""
+
+    def __init__(self, torch, nbytes: int):
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        self.grid, self.block = occupancy(getattr(props, "max_threads_per_multi_processor", 2048),
+                                          props.multi_processor_count)
+        self.buf = torch.empty((max(nbytes, 16) + 15) // 16 * 16, dtype=torch.uint8, device="cuda")
+        torch.cuda.synchronize()        # the primary context current in this thread before the driver calls
+        cuda = ctypes.CDLL("libcuda.so.1")
+        ptr, uint = ctypes.c_void_p, ctypes.c_uint
+        cuda.cuModuleLoadData.argtypes = [ctypes.POINTER(ptr), ptr]
+        cuda.cuModuleGetFunction.argtypes = [ctypes.POINTER(ptr), ptr, ctypes.c_char_p]
+        self._launch = cuda.cuLaunchKernel
+        self._launch.argtypes = [ptr, uint, uint, uint, uint, uint, uint, uint, ptr, ctypes.POINTER(ptr), ptr]
+        self._launch.restype = ctypes.c_int
+        self._module, self._fn = ctypes.c_void_p(), ctypes.c_void_p()
+        ptx = ctypes.create_string_buffer(PTX.encode())
+        check(cuda.cuModuleLoadData(ctypes.byref(self._module), ctypes.cast(ptx, ptr)), "cuModuleLoadData")
+        check(cuda.cuModuleGetFunction(ctypes.byref(self._fn), self._module, b"kbench_l2_flush"), "cuModuleGetFunction")
+        self._args = (ctypes.c_uint64(self.buf.data_ptr()), ctypes.c_uint64(self.buf.numel() // 16))
+        self._params = (ctypes.c_void_p * 2)(*(ctypes.cast(ctypes.byref(a), ctypes.c_void_p) for a in self._args))
+        self._stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)   # the default stream, bound now
+
+    def __call__(self) -> None:
+        check(self._launch(self._fn, self.grid, 1, 1, self.block, 1, 1, 0, self._stream, self._params, None),
+              "cuLaunchKernel")
+
+
+def check(result: int, what: str) -> None:
+    if result != 0:
+        raise RuntimeError(f"{what} failed: CUresult {result}")
