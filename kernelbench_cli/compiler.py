@@ -34,14 +34,28 @@ from .channel import Channel, ChannelClosed, Reply
 # Where a candidate's import runs in the sandbox and compiles here. CUDA: the import may touch the device,
 # which the sandbox refuses until the device is up, and Triton must compile cubins into its cache there.
 SPLIT_DEVICES = ("cpu",)
+MAX_BUILD_MESSAGE = 64 << 20     # one load_inline's sources, or the import's final report
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
 _PLAIN = re.compile(r"[A-Za-z0-9_+=.,:-]+")             # no space, quote, $, /, @ or newline
 _PATH = re.compile(r"[A-Za-z0-9_+=.,:/-]+")
+# -f options by name: GCC has hundreds and some read or write files named in them or beside the source
+# (-fplugin, -fdump-*, -fprofile-*, -fmodule-mapper with -fmodules-ts writes a module wherever its map says,
+# -fcompare-debug= reruns the compiler with any flag: session 21's red team), so a prefix deny-list was not enough.
+_F_OPTS = (r"fast-math|unsafe-math-optimizations|associative-math|reciprocal-math|finite-math-only|math-errno"
+           r"|trapping-math|signed-zeros|rounding-math|signaling-nans|cx-limited-range|excess-precision=(fast|standard)"
+           r"|fp-contract=(fast|on|off)|unroll-loops|unroll-all-loops|peel-loops|tree-vectorize|tree-loop-vectorize"
+           r"|tree-slp-vectorize|vect-cost-model(=(unlimited|dynamic|cheap|very-cheap))?|openmp|openmp-simd|pic|PIC"
+           r"|strict-aliasing|omit-frame-pointer|inline|inline-functions|inline-small-functions|prefetch-loop-arrays"
+           r"|visibility=(default|hidden)|visibility-inlines-hidden|exceptions|rtti|permissive|diagnostics-color"
+           r"|max-errors=\d+|builtin|stack-protector|stack-protector-strong|semantic-interposition|plt"
+           r"|optimize-sibling-calls|ipa-pta|split-loops|loop-interchange|align-loops(=\d+)?|align-functions(=\d+)?"
+           r"|align-jumps(=\d+)?|gcse|schedule-insns|schedule-insns2|tree-loop-distribution|threadsafe-statics"
+           r"|var-tracking|lto-odr-type-merging|common|char8_t|concepts|coroutines|constexpr-depth=\d+"
+           r"|template-depth=\d+|constexpr-ops-limit=\d+|abi-version=\d+|sized-deallocation")
 _C_FLAGS = re.compile(r"-O[0-3sgz]?|-Ofast|--?std=[\w+]+|-D[A-Za-z_]\w*(=[\w.+-]*)?|-U[A-Za-z_]\w*|-m[\w.=+-]+"
-                      r"|-f[\w.=+-]+|-W[\w=+-]+|-g\w*|-w|-pthread|-pipe|-fopenmp")
-_C_DENY = ("-fplugin", "-fdump", "-fprofile", "-fauto-profile", "-fcallgraph-info", "-fopt-info",
-           "-fsave-optimization-record", "-fcreate-profile", "-frecord-", "-fuse-ld", "-Wl", "-Wp", "-Wa")
+                      rf"|-f(no-)?({_F_OPTS})|-W[\w=+-]+|-g|-g[0-3]|-ggdb|-w|-pthread|-pipe")
+_C_DENY = ("-Wl", "-Wp", "-Wa")
 _NVCC_FLAGS = re.compile(r"-O[0-3]|--?use_fast_math|--?(ftz|prec-div|prec-sqrt|fmad)=(true|false)|-lineinfo"
                          r"|--generate-line-info|--?expt-relaxed-constexpr|--?expt-extended-lambda|--?extended-lambda"
                          r"|--?std=[\w+]+|-D[A-Za-z_]\w*(=[\w.+-]*)?|-U[A-Za-z_]\w*|-res-usage|--resource-usage"
@@ -54,7 +68,8 @@ _NVCC_NEXT = {"-Xptxas": _PLAIN, "--ptxas-options": _PLAIN, "-maxrregcount": re.
               "--default-stream": re.compile(r"per-thread|legacy|null"), "-arch": re.compile(r"\w+"),
               "-gencode": re.compile(r"arch=\w+,code=\w+")}
 _LD_FLAGS = re.compile(r"-l[\w.+-]+|-L[\w./+-]+|-Wl,-rpath,[\w./+-]+|-Wl,--(no-)?as-needed|-pthread|-fopenmp|-s")
-ALLOWED = ("extra_cflags: -O*, -std=, -D/-U, -m*, -f* (no plugins, dumps or profiles), -W (no -Wl/-Wp/-Wa), -g, "
+ALLOWED = ("extra_cflags: -O*, -std=, -D/-U, -m*, the -f options of code generation and math (-ffast-math, "
+           "-funroll-loops, -fopenmp, -fno-strict-aliasing, ...), -W (no -Wl/-Wp/-Wa), -g, "
            "-w, -pthread, -fopenmp; extra_cuda_cflags: those nvcc options, --use_fast_math, -lineinfo, -arch/-gencode, "
            "--maxrregcount, -Xptxas, -Xcompiler with C flags; extra_ldflags: -l, -L, -Wl,-rpath")
 
@@ -93,6 +108,11 @@ def _strings(value, what: str, single: bool = False) -> str | None:
 
 def check_args(a: dict) -> str | None:
     """Why these load_inline arguments are not built here (None: they are)."""
+    from .candidate.loading import RECIPE
+    if (unknown := sorted(set(a) - set(RECIPE))):
+        # (no_implicit_headers let a source start with a line of its own, e.g. a C++ module declaration;
+        # keep_intermediates and with_sycl change what torch writes: session 21's red team)
+        return f"load_inline argument {unknown[0]!r} is not one kbench builds with (it uses torch's default)"
     name = a.get("name")
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         return f"name {name!r} is not a Python identifier"
@@ -209,7 +229,8 @@ def serve_build(chan: Channel, msg: dict, device: str, sandboxed_import) -> int:
     theirs.close()
     if device == "cpu":
         sandbox.confine_build()       # the compilers: no sockets, ptrace or namespaces (sandbox.BUILD_DENY)
-    start, inner, compiler = time.perf_counter(), Channel(ours), Compiler(msg["cache_dir"], msg.get("verbose", False))
+    start, compiler = time.perf_counter(), Compiler(msg["cache_dir"], msg.get("verbose", False))
+    inner = Channel(ours, limit=MAX_BUILD_MESSAGE)
     said = None
     try:
         while True:
@@ -218,7 +239,7 @@ def serve_build(chan: Channel, msg: dict, device: str, sandboxed_import) -> int:
                 said = req
                 break
             inner.send(compiler.compile(req.get("args")))
-    except (ChannelClosed, OSError, ValueError):
+    except (ChannelClosed, OSError, ValueError, RecursionError):     # (a malformed message: the import's own end)
         pass
     inner.close()
     _, status = os.waitpid(pid, 0)
@@ -277,6 +298,8 @@ def _jit_records(said) -> list[dict]:
 
 
 def _sources(said) -> list[str]:
-    """The files the import read (a claim of the candidate's: it only decides when its own build is redone)."""
-    sources = said.get("sources") if isinstance(said, dict) else None
+    """The files the import read (a claim of the candidate's: it only decides when its own build is redone;
+    build.record_build hashes only regular files, of a bounded size)."""
+    build = said.get("build") if isinstance(said, dict) else None
+    sources = build.get("sources") if isinstance(build, dict) else None
     return [s for s in sources if isinstance(s, str)][:10000] if isinstance(sources, list) else []

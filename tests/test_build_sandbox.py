@@ -28,6 +28,19 @@ def test_a_build_time_import_cannot_rewrite_the_problem_it_is_judged_against(kbe
     assert code == 0 and r["status"] == "ok" and r["build"]["status"] in ("built", "cached"), r
 
 
+def test_a_module_map_cannot_make_the_trusted_compiler_write_the_problem_file(kbench, tmp_path):
+    """`module_mapper` asks the trusted side for a build whose compiler writes a C++ module over the problem file
+    (it did, before -f options were allowed by name and unknown load_inline arguments refused)."""
+    problem = tmp_path / "problems" / "cpu" / "1_Add_ReLU.py"
+    problem.parent.mkdir(parents=True)
+    shutil.copy(ROOT / "problems" / "cpu" / "1_Add_ReLU.py", problem)
+    before = problem.read_bytes()
+    code, doc = kbench.json("build", str(problem), "--kernel", str(BUILD / "module_mapper.py"))
+    assert problem.read_bytes() == before, "the trusted build's compiler wrote the problem file"
+    (r,) = doc["results"]
+    assert r["status"] == "compile-error" and "no_implicit_headers" in r["message"], r
+
+
 def test_the_compiler_runs_with_kbenchs_environment_not_the_candidates(kbench, tmp_path):
     """`compiler_from_env` sets CXX to a program beside it at import; torch runs $CXX for C++ builds. The
     program (here a shell script that leaves a mark and runs the real compiler) must never run."""
@@ -52,7 +65,50 @@ def test_a_flag_that_could_run_a_program_is_refused_with_its_name(kbench, tmp_pa
     assert r["status"] == "compile-error" and "'-fplugin=./x.so' is not a flag kbench compiles with" in r["message"], r
 
 
-GOOD = [dict(extra_cflags=["-O3"]), dict(extra_cflags=["-O3", "-march=native", "-msse2", "-ffast-math", "-fopenmp",
+def test_a_source_read_outside_the_candidate_folder_is_recorded_and_a_change_rebuilds(kbench, tmp_path):
+    """The build record lists the files the sandboxed import read (session 21's red team: the trusted side read
+    them from the wrong field, so every record had none and a changed shared source kept the stale record)."""
+    (tmp_path / "shared").mkdir()
+    shared = tmp_path / "shared" / "add_relu.cpp"
+    text = (ROOT / "kernels" / "cpu" / "1_Add_ReLU" / "fused.py").read_text()
+    start, end = text.index('CPP = r"""') + len('CPP = r"""'), text.index('"""\n\next = ')
+    shared.write_text(text[start:end])
+    cand = tmp_path / "cand" / "shared_source.py"
+    cand.parent.mkdir()
+    cand.write_text(text[:text.index('CPP = r"""')] + "import pathlib\nCPP = (pathlib.Path(__file__).parent.parent / "
+                    "'shared' / 'add_relu.cpp').read_text()" + text[end + 3:])
+    code, doc = kbench.json("build", "cpu/1", "--kernel", str(cand))
+    (r,) = doc["results"]
+    assert r["status"] == "ok" and r["build"]["status"] in ("built", "cached"), r
+    assert str(shared.resolve()) in r["build"]["sources"], r["build"]
+    code, doc = kbench.json("build", "cpu/1", "--kernel", str(cand))
+    assert doc["results"][0]["build"]["status"] == "cached", doc["results"][0]["build"]
+    shared.write_text(shared.read_text().replace("NaN stays NaN", "NaN stays NaN (edited)"))
+    code, doc = kbench.json("build", "cpu/1", "--kernel", str(cand))
+    (r,) = doc["results"]
+    assert r["status"] == "ok" and r["build"]["status"] == "built", r["build"]
+
+
+def test_a_source_claim_naming_a_device_or_a_link_is_not_read():
+    """The import's list of sources is a claim: /dev/zero (session 21's red team: the main process read it
+    until it ran out of memory), a FIFO, a link or a file over the cap are never hashed."""
+    import os
+    import tempfile
+
+    from kernelbench_cli import build
+    with tempfile.TemporaryDirectory() as d:
+        fifo, link, real = os.path.join(d, "fifo"), os.path.join(d, "link"), os.path.join(d, "real.cpp")
+        os.mkfifo(fifo)
+        with open(real, "w") as f:
+            f.write("int f();")
+        os.symlink(real, link)
+        assert build._digest(real) is not None
+        for path in ("/dev/zero", fifo, link, "/proc/self/pagemap"):
+            assert build._digest(path) is None, path
+
+
+GOOD = [dict(extra_cflags=["-O3"]), dict(extra_cflags=["-O3", "-march=native", "-msse2", "-ffast-math", "-fopenmp", "-fno-strict-aliasing",
+                                                        "-funroll-loops", "-fPIC", "-fvisibility=hidden", "-g3",
                                                         "-std=c++17", "-DNDEBUG", "-Wno-unused", "-g"]),
         dict(extra_cuda_cflags=["-O3", "-Xptxas=-v", "-gencode=arch=compute_90a,code=sm_90a", "--use_fast_math",
                                 "-U__CUDA_NO_HALF_OPERATORS__", "-Xptxas", "-v", "-lineinfo", "-Xcompiler", "-fopenmp",
@@ -68,7 +124,14 @@ BAD = [dict(extra_cflags=["-O3 -fplugin=x.so"]), dict(extra_cflags=["-B/tmp/bin"
        dict(extra_cuda_cflags=["-Xcompiler", "-fplugin=x"]), dict(extra_cuda_cflags=["-Xcompiler=-B/tmp"]),
        dict(extra_cuda_cflags=["-keep"]), dict(extra_ldflags=["-Wl,-plugin,x.so"]), dict(extra_ldflags=["-fuse-ld=gold"]),
        dict(extra_include_paths=["/tmp/$x"]), dict(extra_include_paths=["a b"]), dict(name="../../escape"),
-       dict(name="x", functions=["f); system(\"x\"); (void)(0"]), dict(extra_cflags="-O3"), dict(use_pch="yes")]
+       dict(name="x", functions=["f); system(\"x\"); (void)(0"]), dict(extra_cflags="-O3"), dict(use_pch="yes"),
+       # session 21's red team: -fmodules-ts with a module map in the source wrote a compiled module to any path;
+       # -fcompare-debug= reruns the compiler with a flag of its own; no_implicit_headers let that source start
+       # with the module line
+       dict(extra_cflags=["-fmodules-ts", "-fmodule-mapper=main.cpp"]), dict(extra_cflags=["-fmodules-ts"]),
+       dict(extra_cflags=["-fcompare-debug=-fplugin=libcc1plugin"]), dict(extra_cflags=["-fcompare-debug=-fdump-tree-all"]),
+       dict(extra_cuda_cflags=["-Xcompiler", "-fmodule-mapper=main.cpp"]), dict(no_implicit_headers=True),
+       dict(keep_intermediates=False), dict(with_sycl=True), dict(build_directory="/tmp/x")]
 
 
 @pytest.mark.parametrize("args", GOOD, ids=lambda a: ",".join(a))
