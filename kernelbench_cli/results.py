@@ -95,6 +95,7 @@ class Timing:
     batch: int = 0                      # candidate calls per witnessed hand-over (and samples per round)
     witness_batches: list = field(default_factory=list)  # per witnessed batch: [claimed ms, witness ms, calls]
     canary_ms: dict = field(default_factory=dict)   # CUDA: the clock canary per batch, "before" the import, "after"
+    first_rest_ms: dict = field(default_factory=dict)  # CUDA, per timed batch and side: [first call, mean of the rest]
     witness_retried: bool = False       # the witness was not satisfied by a first timing; these are the second's
     note: str = ""              # why this job has no speed (INTERPRETED): left out of speedups and the gate
 
