@@ -42,6 +42,19 @@ def test_fast_p_counts_all_jobs_in_the_denominator():
     assert stats.fast_p([], 1.0) == 0.0
 
 
+def test_wipe_sets_every_byte_of_a_views_whole_storage():
+    """Reference.slots wipes a reused buffer between jobs: the whole storage, not only the view a lane shows
+    (lane 0's inputs are views into twice their size), so nothing the last job's candidate wrote survives."""
+    from kernelbench_cli.judge.reference import wipe
+    base = torch.arange(64, dtype=torch.float32)
+    view = base[8:40:2]
+    ints = torch.arange(10, dtype=torch.int64)
+    wipe(view)
+    wipe(ints)
+    assert torch.isnan(base).all()
+    assert (ints == -1).all()
+
+
 def test_compare_counts_mismatches_and_errors():
     r = torch.tensor([1.0, 2.0, 3.0, 4.0])
     c = torch.tensor([1.0, 2.00001, 3.5, 4.0])

@@ -161,6 +161,7 @@ class Judge:
                 probe, flush = DeviceProbe(self.device), Flush(self.device, self.cfg.timing.l2_flush)
             except ProblemFailed as e:
                 error = str(e)
+            self.release_cache()
         if not too_big:
             load()                  # else only once a job needs it: the skipped ones do not
         while True:
@@ -205,6 +206,7 @@ class Judge:
                 dead = cand
                 trace.mark("judge", "candidate killed")
                 self.resume_spares()
+                self.release_cache()
             result.phases["job_s"] = round(time.perf_counter() - started, 3)
             result.stderr_tail = log_tail(log)
             if result.status not in (R.OK, R.INCORRECT, R.INTEGRITY):
@@ -214,6 +216,18 @@ class Judge:
         if dead is not None:
             dead.reap()
         self.kill_spares()
+
+    def release_cache(self) -> None:
+        """Give the device memory this process's allocator keeps cached (freed blocks: the fp64 oracle's model
+        copy, the last job's lanes) back to the driver, where the candidate process can have it. On an 80 GB
+        H100 the judge of L2/56 held 61 GiB after its problem load, most of it cached, and an honest
+        candidate's ablation then ran out of memory (session 22); the 141 GB H200 had hidden it."""
+        if self.device == "cuda":
+            import torch
+            before = torch.cuda.memory_reserved()
+            torch.cuda.empty_cache()
+            trace.mark("judge", f"device cache returned: {before / 2**30:.1f} -> "
+                                f"{torch.cuda.memory_reserved() / 2**30:.1f} GiB reserved")
 
     def kill_spares(self) -> None:
         self.resume_spares()

@@ -16,7 +16,7 @@ import torch
 
 from .. import backends, integrity, trace
 from .. import results as R
-from ..channel import CANARY_SIZES, SharedTensors, read_process_memory
+from ..channel import CANARY_SIZES, read_process_memory
 from ..correctness import (CLASS_RANK, Flags, check_inputs_unchanged, clone, judge, level_fingerprint, maybe_flag,
                            precision_class, precision_flag, rel_l2, synchronize, tensors, tf32_off)
 from ..environment import Nvml, environment
@@ -99,11 +99,11 @@ class Session:
         trace.mark("judge", "trials ready")
         ref.phases = {"reference_s": 0.0, "oracle_s": 0.0}        # computed once per problem; later jobs reuse it
         self.batch = calls_per_batch(ref, trials[0], self.shape_variants(), self.cfg, self.device)
-        self.lanes = [(SharedTensors(tensors(trials[0].inputs), self.device, ROOM if k == 0 else 1),
-                       SharedTensors(ref.output_templates(), self.device)) for k in range(self.batch)]
+        self.lanes = [(ref.slots(("in", k), tensors(trials[0].inputs), ROOM if k == 0 else 1),
+                       ref.slots(("out", k), ref.output_templates())) for k in range(self.batch)]
         self.in_slots, self.out_slots = self.lanes[0]
         state = ref.model.state_dict()
-        weights = SharedTensors(list(state.values()), self.device)
+        weights = ref.slots("weights", list(state.values()))
         for slot, w in zip(weights.tensors, state.values()):
             slot.copy_(w)
         shapes = self.map_shapes()
@@ -180,10 +180,10 @@ class Session:
         """Buffers for the shapes variants (judge/generalise.py), mapped with the job's: per variant its inputs,
         output slots and the weights of the reference built at its sizes."""
         self.shape_lanes, specs = [], []
-        for v in self.shape_variants():
+        for k, v in enumerate(self.shape_variants()):
             state = v.model.state_dict()
-            lane = (SharedTensors(tensors(v.inputs), self.device), SharedTensors(tensors(v.ref_out), self.device),
-                    SharedTensors(list(state.values()), self.device))
+            lane = (self.ref.slots(("shape-in", k), tensors(v.inputs)), self.ref.slots(("shape-out", k), tensors(v.ref_out)),
+                    self.ref.slots(("shape-weights", k), list(state.values())))
             for slot, x in zip(lane[0].tensors + lane[2].tensors, tensors(v.inputs) + list(state.values())):
                 slot.copy_(x)
             self.shape_lanes.append(lane)
