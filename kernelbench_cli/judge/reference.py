@@ -90,7 +90,6 @@ class Reference:
         self._low_copies: dict = {}      # half copies of the model: the fingerprint's and the variants'
         self._shared: dict = {}          # CUDA: the buffers candidate processes map, one set per problem (slots)
 
-
     def slots(self, key, templates: list, room: int = 1) -> SharedTensors:
         """Buffers a candidate process maps (channel.SharedTensors), shaped like `templates`. CUDA: one set per
         problem and key, shared by every job of it, its whole storage wiped (all bits set: NaN in floats) before

@@ -182,7 +182,8 @@ class Session:
         self.shape_lanes, specs = [], []
         for k, v in enumerate(self.shape_variants()):
             state = v.model.state_dict()
-            lane = (self.ref.slots(("shape-in", k), tensors(v.inputs)), self.ref.slots(("shape-out", k), tensors(v.ref_out)),
+            lane = (self.ref.slots(("shape-in", k), tensors(v.inputs)),
+                    self.ref.slots(("shape-out", k), tensors(v.ref_out)),
                     self.ref.slots(("shape-weights", k), list(state.values())))
             for slot, x in zip(lane[0].tensors + lane[2].tensors, tensors(v.inputs) + list(state.values())):
                 slot.copy_(x)
