@@ -22,11 +22,9 @@ def child(problem: str, device: str) -> None:
         importlib.import_module(name)
     print(f"import dynamo + inductor: {time.perf_counter() - t:.2f} s")
     t = time.perf_counter()
-    from torch._inductor import codecache, cpu_vec_isa    # what the judge pays ahead (judge/process.py)
-    codecache.torch_key()
-    codecache.triton_key()
-    if device == "cpu":
-        cpu_vec_isa.pick_vec_isa()
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))      # the repo root
+    from kernelbench_cli.judge.process import prewarm_compile     # what the judge pays ahead
+    prewarm_compile(device)
     print(f"the judge's pre-warm (source hashes{', vector ISA' if device == 'cpu' else ''}): "
           f"{time.perf_counter() - t:.2f} s")
     path = os.path.join("problems", problem if problem.endswith(".py") else problem + ".py")

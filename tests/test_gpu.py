@@ -208,7 +208,7 @@ def test_a_judge_serving_many_jobs_keeps_its_device_memory(kbench, tmp_path):
     """Every job of a problem maps the same buffers (Reference.slots): the judge's reserved memory after a job
     does not grow with the jobs. Buffers shared per job stayed with the judge after their candidate process
     was killed (torch's CUDA IPC waits for a release that never comes): +9.2 GiB a job on L2/56, and on the
-    80 GB H100 an honest candidate ran out of memory (session 22). L2/3: ~5 GiB of lanes a job."""
+    80 GB H100 an honest candidate ran out of memory (session 22). L2/3's lanes are GiBs a job."""
     problem = "level2/3_ResidualAdd_RMSNorm"
     kernels = tmp_path / "kernels" / problem
     kernels.mkdir(parents=True)

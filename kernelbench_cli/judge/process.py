@@ -42,6 +42,20 @@ def too_big_for_cpu(problem_path: str, dtype: str, work: str = "lint",
     return f"skipped on the CPU: {what} (~{est:.0f} s of {work} here); {instead}"
 
 
+def prewarm_compile(device: str) -> None:
+    """What a first torch.compile pays once per process, paid ahead: the hashes of torch's and Triton's sources
+    in every cache key (Triton's: 0.40 s of a 0.96 s cached compile on the H200, scripts/probe_compile.py), and on
+    the CPU the vector-ISA probe (subprocesses, ~1.1 s of a 2 s cached compile on the CI box)."""
+    from torch._inductor import codecache, cpu_vec_isa
+    try:
+        codecache.torch_key()
+        codecache.triton_key()
+        if device == "cpu":
+            cpu_vec_isa.pick_vec_isa()
+    except Exception:      # (an internal API: if it moved, the first compile pays these, as before)
+        pass
+
+
 def _result(problem_key: str, device: str, dtype: str, **kw):
     from ..results import Result
     return Result(problem=problem_key, candidate=kw.pop("candidate", ""), candidate_path=kw.pop("candidate_path", ""),
@@ -124,17 +138,7 @@ class Judge:
             import importlib
             for name in ("torch._dynamo", "torch._inductor.compile_fx"):
                 importlib.import_module(name)
-            # Cached per process, paid by the first compile: the hashes of torch's and Triton's sources in every
-            # cache key (Triton's: 0.40 s of a 0.96 s cached compile on the H200, scripts/probe_compile.py), and
-            # on the CPU the vector-ISA probe (subprocesses, ~1.1 s of a 2 s cached compile on the CI box).
-            from torch._inductor import codecache, cpu_vec_isa
-            try:
-                codecache.torch_key()
-                codecache.triton_key()
-                if self.device == "cpu":
-                    cpu_vec_isa.pick_vec_isa()
-            except Exception:      # (an internal API: if it moved, the first compile pays these, as before)
-                pass
+            prewarm_compile(self.device)
             trace.mark("judge", "dynamo and inductor imported")
         first = None
         if hold:     # started ahead of its turn (torch imported): the device is another job's until a job comes

@@ -202,12 +202,12 @@ class LocalSide:
         (0.26 ms) on the H200 (session 18). CPU: per-call times, the call and not the free of its result."""
         if self.device != "cuda":
             return self._sample_cpu(n)
-        if len(self.lanes) < n:          # every call's inputs written before the batch, as the judge does the
-            while len(self.lanes) < n:   # candidate's lanes: nothing but the flush between calls
-                self.lanes.append(clone(self.inputs))
-            self._batch(n)               # untimed: new lanes (and the lead spin's first launch) made the first
-            #                              timed batch's first call 0.2 ms slow (H100, L2/3: 0.48 ms, the rest
-            #                              0.27), which the candidate's batched warm-up never shows
+        fresh = len(self.lanes) < n
+        while len(self.lanes) < n:        # every call's inputs written before the batch, as the judge does the
+            self.lanes.append(clone(self.inputs))       # candidate's lanes: nothing but the flush between calls
+        if fresh:      # untimed: new lanes (and the lead spin's first launch) made the first timed batch's first
+            self._batch(n)      # call 0.2 ms slow (H100, L2/3: 0.48 ms, the rest 0.27); the candidate's warm-up
+            #                     is whole batches
         each, wall = self._batch(n)
         self.host_ms.append(wall / n)       # the batch's wall per call
         self.first_rest.append(first_rest(each))
