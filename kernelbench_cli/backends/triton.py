@@ -201,8 +201,7 @@ def warm(module, msg: dict, device: str, extensions: list) -> None:
     the CPU: one interpreted forward at the problem's sizes records its launches, which `check` then compiles
     for the GPU (gpu_compile_check): the interpreter runs what no GPU could (raises what does not compile)."""
     if device == "cpu":
-        from ..roofline import too_big_to_interpret
-        if too_big_to_interpret(msg["problem_path"], msg.get("dtype", "float32")):
+        if msg.get("too_big"):     # (sized by the build process before its sandbox: candidate/build.py)
             return              # its jobs are not run on the CPU either
         return _warm_at(module, msg, device, [{}], layouts=False)
     warm_specialisations(module, msg, device)

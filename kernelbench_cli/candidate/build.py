@@ -80,6 +80,13 @@ def build_main() -> int:
     chan = Channel.from_fd(int(os.environ["KBENCH_FD"]))
     msg, _ = chan.recv()
     device = os.environ.get("KBENCH_DEVICE", "cpu")
+    from ..backends import interpreted
+    if any(interpreted(name, device) for name in msg.get("backends", [])):
+        # Sized here, before any sandbox: counting a forward on the meta device may import dynamo, which wants a
+        # writable temp dir that the sandboxed import has not. Sized there, it failed silently and every GPU-sized
+        # Triton candidate was interpreted at its problem's sizes for nothing (242 s for L2/1 on the CI box).
+        from ..roofline import too_big_to_interpret
+        msg["too_big"] = too_big_to_interpret(msg["problem_path"], msg.get("dtype", "float32"))
     if compiler.splits(msg, device):
         return compiler.serve_build(chan, msg, device, sandboxed_import)
     # a backend that compiles at its first launch (Triton): the import and its warm-up in this process
