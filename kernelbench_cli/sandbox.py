@@ -8,7 +8,8 @@
 - `confine()`: a seccomp filter on every thread (TSYNC) of a candidate process, installed after its
   buffers are mapped and before candidate code runs. It refuses, with EPERM, what would let a candidate
   act outside the calls it is timed on or touch the verdict: new processes and exec, leaving the process
-  group, signals to other processes, unsetting the parent-death signal, ptrace and cross-process memory
+  group, signals to other processes, another process's scheduling, priority, limits or pages (affinity,
+  nice), unsetting the parent-death signal, ptrace and cross-process memory
   access, new sockets, io_uring (which bypasses the filter), and every file-system mutation (open with a
   write flag, creat, rename, unlink, mkdir, chmod, truncate...). Threads stay allowed (torch needs them);
   the reference process watches them through /proc instead.
@@ -54,6 +55,9 @@ _X86_64 = {
     "enosys": dict(clone3=435, openat2=437),     # ENOSYS: libc falls back to clone / openat, checked below
     "clone": 56, "kill": 62, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297, "prctl": 157,
     "open": {2: 1, 257: 2},                      # syscall -> index of its flags argument
+    "self_only": dict(sched_setparam=142, sched_setscheduler=144, sched_setaffinity=203, sched_setattr=314,
+                      prlimit64=302, migrate_pages=256, move_pages=279),    # first argument: a pid
+    "setpriority": 141, "ioprio_set": 251,
 }
 _AARCH64 = {
     "arch": 0xC00000B7, "seccomp": 277,
@@ -68,6 +72,9 @@ _AARCH64 = {
     "enosys": dict(clone3=435, openat2=437),
     "clone": 220, "kill": 129, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240, "prctl": 167,
     "open": {56: 2},
+    "self_only": dict(sched_setparam=118, sched_setscheduler=119, sched_setaffinity=122, sched_setattr=274,
+                      prlimit64=261, migrate_pages=238, move_pages=239),
+    "setpriority": 140, "ioprio_set": 30,
 }
 TABLES = {"x86_64": _X86_64, "aarch64": _AARCH64}
 
@@ -88,6 +95,17 @@ def tie_to_parent(expected_parent: int | None = None) -> None:
     _prctl(PR_SET_DUMPABLE, 0)
     if expected_parent is not None and os.getppid() != expected_parent:
         os._exit(1)
+
+
+def readable_by_parent() -> None:
+    """Dumpable again (core dumps off): the judge reads a CPU candidate's outputs with process_vm_readv, which on a
+    non-dumpable process needs CAP_SYS_PTRACE, and a non-root user's judge has none: every honest CPU candidate was
+    `bad-output` there (session 23). Same-user processes may then read it (subject to Yama's ptrace scope; the
+    filter refuses candidates cross-process access): it holds its own code and inputs, nothing of the judge's.
+    Not on CUDA: a candidate there holds IPC handles to the judge's buffers."""
+    import resource
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _prctl(PR_SET_DUMPABLE, 1)
 
 
 @contextlib.contextmanager
@@ -143,9 +161,30 @@ def _filter(table: dict, pid: int) -> list[bytes]:
         prog += [_jump(JEQ, table[name], 0, 4), _stmt(LD, _arg(0)), _jump(JEQ, pid, 0, 1), allow, deny]
     prog += [_jump(JEQ, table["prctl"], 0, 4), _stmt(LD, _arg(0)), _jump(JEQ, PR_SET_PDEATHSIG, 0, 1), deny,
              allow]
+    # scheduling, priority, limits and pages of this process only (0 or its pid; its other threads' ids too are
+    # refused, which nothing honest needs): session 23's red team pinned the judge's waiting candidate processes
+    # to one core at nice 19 from inside a timed call, and a non-root judge has no capability that refuses it
+    prog += _self_only(table, pid)
     for nr, argi in table["open"].items():                             # read-only opens only
         prog += [_jump(JEQ, nr, 0, 4), _stmt(LD, _arg(argi)), _jump(JSET, WRITE_FLAGS, 0, 1), deny, allow]
     prog.append(allow)
+    return prog
+
+
+def _self_only(table: dict, pid: int) -> list[bytes]:
+    """Scheduling, priority, limits and pages of this process only (0 or its pid; its other threads' ids are
+    refused too, which nothing honest needs): session 23's red team pinned the judge's waiting candidate processes
+    to one core at nice 19 from inside a timed call, and set limits even of a root judge (prlimit64): within one
+    user the kernel allows it to any process without capabilities, as a non-root judge is."""
+    deny, allow = _stmt(RET, RET_ERRNO | EPERM), _stmt(RET, RET_ALLOW)
+    prog = []
+    for nr in table["self_only"].values():
+        prog += [_jump(JEQ, nr, 0, 5), _stmt(LD, _arg(0)), _jump(JEQ, 0, 2, 0), _jump(JEQ, pid, 1, 0), deny, allow]
+    # setpriority(PRIO_PROCESS = 0, ...) and ioprio_set(IOPRIO_WHO_PROCESS = 1, ...) of itself; never a process
+    # group or every process of the user
+    for name, which in (("setpriority", 0), ("ioprio_set", 1)):
+        prog += [_jump(JEQ, table[name], 0, 7), _stmt(LD, _arg(0)), _jump(JEQ, which, 0, 3), _stmt(LD, _arg(1)),
+                 _jump(JEQ, 0, 2, 0), _jump(JEQ, pid, 1, 0), deny, allow]
     return prog
 
 
@@ -157,11 +196,13 @@ BUILD_DENY = ("socket", "ptrace", "process_vm_readv", "process_vm_writev", "pidf
               "finit_module", "delete_module", "kexec_load", "reboot", "open_by_handle_at")
 
 
-def _build_filter(table: dict) -> list[bytes]:
+def _build_filter(table: dict, pid: int) -> list[bytes]:
     deny, allow = _stmt(RET, RET_ERRNO | EPERM), _stmt(RET, RET_ALLOW)
     prog = [_stmt(LD, 4), _jump(JEQ, table["arch"], 1, 0), deny, _stmt(LD, 0), _jump(JGE, 0x40000000, 0, 1), deny]
     for name in BUILD_DENY:
         prog += [_jump(JEQ, table["deny"][name], 0, 1), deny]
+    # (a Triton candidate's import runs here on the CPU, beside the judge: it could pin or limit it)
+    prog += _self_only(table, pid)
     prog.append(allow)
     return prog
 
@@ -181,7 +222,7 @@ def _install(code: bytes, table: dict) -> bool:
 def confine_build() -> bool:
     """The build process's filter (BUILD_DENY), inherited by the compilers it runs; False where unsupported."""
     table = TABLES.get(platform.machine())
-    return table is not None and _install(b"".join(_build_filter(table)), table)
+    return table is not None and _install(b"".join(_build_filter(table, os.getpid())), table)
 
 
 def confine() -> bool:

@@ -50,7 +50,8 @@ HARMLESS = ("set_threads", "gc_sabotage_reference", "forge_results", "env_secret
             "state_probe", "clock_swap_cpp",    # (clock_swap_cpp: the candidate process's clock was bound first)
             "batch_ahead",      # (a batch counts as its mean per call: moving time between its calls buys nothing)
             "wake_spare",       # (signals to the judge's other children, stopped spares, are refused)
-            "escaped_burner")   # (its build's detached helpers are killed with the build: a subreaper's sweep)
+            "escaped_burner",   # (its build's detached helpers are killed with the build: a subreaper's sweep)
+            "squeeze_siblings")     # (another process's affinity, priority and limits are refused)
 HONEST_TWINS = ("naive_sum",    # honest fp32 with another summation order: no flag at all (issue 16)
                 "out_param")    # honest out= kernel: its result is an argument, and the ablation sees it
 SECRET = "kbench-test-secret-4f1c"      # env_secret.py answers wrong if it can read this anywhere

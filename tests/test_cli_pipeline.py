@@ -92,6 +92,24 @@ def test_check_passes_a_correct_candidate_and_reuses_its_build(kbench):
     assert again["seconds"] < 15    # a rebuild of a torch extension takes far longer than an import
 
 
+def test_a_judge_without_capabilities_reads_its_cpu_candidates(kbench):
+    """kbench as a non-root user has no capabilities: its judge reads a CPU candidate's outputs with
+    process_vm_readv, which needs CAP_SYS_PTRACE on a non-dumpable process, so before session 23 every honest
+    CPU candidate came out `integrity` / bad-output ("cannot read the candidate's output memory") there. Run as
+    root here, kbench drops every capability first (a no-op for a non-root CI user), as that user would have."""
+    import subprocess
+    import sys
+    drop = ("import os, sys; from kernelbench_cli import sandbox; sandbox.drop_capabilities(); "
+            "os.execv(sys.executable, [sys.executable, '-m', 'kernelbench_cli'] + sys.argv[1:])")
+    proc = subprocess.run([sys.executable, "-c", drop, "check", "cpu/1_Add_ReLU", "--device", "cpu", "--json",
+                           "--config", str(FIXTURES / "test.yaml"), "--out", str(kbench.runs)], cwd=ROOT,
+                          env={**__import__("os").environ, "KBENCH_CACHE_DIR": str(kbench.cache),
+                               "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=900)
+    doc = json.loads(proc.stdout)
+    got = {r["candidate"]: (r["status"], [f["name"] for f in r["flags"]], r["message"][:200]) for r in doc["results"]}
+    assert proc.returncode == 0 and got and all(v[:2] == ("ok", []) for v in got.values()), got
+
+
 def test_check_prints_table_summary_and_exit_code_for_a_wrong_candidate(kbench):
     proc = kbench("check", "cpu/1_Add_ReLU", "--kernel",
                   FIXTURE_KERNELS / "cpu" / "1_Add_ReLU" / "wrong.py")

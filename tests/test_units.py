@@ -509,6 +509,69 @@ print(libc.syscall(nrs[0], parent, 0, info), libc.syscall(nrs[1], parent, parent
 '''
 
 
+OTHER_PROCESSES = r'''
+import ctypes, os, platform, resource, sys
+from kernelbench_cli import sandbox
+if not getattr(sandbox, sys.argv[2])():
+    print("unsupported"); sys.exit()
+libc = ctypes.CDLL(None, use_errno=True)
+ioprio_set = {"x86_64": 251, "aarch64": 30}[platform.machine()]
+unused = 3999999                 # no process group or user has it: allowed, the kernel would say ESRCH
+me, parent, sibling = os.getpid(), os.getppid(), int(sys.argv[1])
+
+
+def errno(fn, *args):
+    try:
+        fn(*args)
+        return 0
+    except OSError as e:
+        return e.errno
+
+
+def raw(nr, *args):
+    return 0 if libc.syscall(nr, *args) == 0 else ctypes.get_errno()
+
+
+mask, nice = os.sched_getaffinity(0), os.getpriority(os.PRIO_PROCESS, 0)
+param = os.sched_param(0)
+others = [errno(os.sched_setaffinity, pid, mask) for pid in (parent, sibling)] + \
+    [errno(os.setpriority, os.PRIO_PROCESS, pid, nice) for pid in (parent, sibling)] + \
+    [errno(os.setpriority, os.PRIO_PGRP, unused, nice), errno(os.setpriority, os.PRIO_USER, unused, nice),
+     errno(os.sched_setscheduler, sibling, os.SCHED_OTHER, param), errno(os.sched_setparam, sibling, param),
+     errno(resource.prlimit, sibling, resource.RLIMIT_NOFILE), raw(ioprio_set, 1, sibling, 0),
+     raw(ioprio_set, 3, unused, 0)]
+own = [errno(os.sched_setaffinity, 0, mask), errno(os.sched_setaffinity, me, mask),
+       errno(os.setpriority, os.PRIO_PROCESS, 0, nice), errno(os.setpriority, os.PRIO_PROCESS, me, nice),
+       errno(os.sched_setscheduler, 0, os.SCHED_OTHER, param), errno(resource.prlimit, 0, resource.RLIMIT_NOFILE)]
+print(" ".join(map(str, others)), "/", " ".join(map(str, own)))
+'''
+
+
+@pytest.mark.parametrize("confine", ["confine", "confine_build"])
+def test_the_run_sandbox_refuses_another_processs_affinity_priority_and_limits(confine):
+    """Session 23's red team: a confined candidate pinned the judge's waiting candidate processes to one core at
+    nice 19 (sched_setaffinity, setpriority); with the same user and no capabilities, the kernel allowed it, and a
+    non-root judge has none. Now those calls (and sched_setscheduler/param/attr, prlimit64, ioprio_set,
+    migrate/move_pages) reach this process only; in a build process too (a Triton candidate's import runs there
+    on the CPU, beside the judge). The child keeps its capabilities, so every EPERM below is the filter's; each
+    refused call would have changed nothing (same mask, same nice) or found nobody (ESRCH)."""
+    import errno
+    import subprocess
+    import sys
+    sibling = subprocess.Popen(["sleep", "60"])
+    try:
+        proc = subprocess.run([sys.executable, "-c", OTHER_PROCESSES, str(sibling.pid), confine], text=True,
+                              capture_output=True, timeout=120, cwd=ROOT,
+                              env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    finally:
+        sibling.kill()
+        sibling.wait()
+    if proc.stdout.strip() == "unsupported":
+        pytest.skip("no seccomp filter for this machine")
+    others, own = proc.stdout.split("/")
+    assert others.split() == [str(errno.EPERM)] * 11 and own.split() == ["0"] * 6, (proc.stdout, proc.stderr[-500:])
+
+
 def test_the_run_sandbox_refuses_queued_signals_to_other_processes():
     """rt_sigqueueinfo / rt_tgsigqueueinfo reached the parent (the judge) from a confined candidate while kill
     was refused (session 19's red team); now they are checked as kill is: this process only."""

@@ -323,6 +323,8 @@ class Server:
 def run_main() -> int:
     sandbox.tie_to_parent(int(os.environ.get("KBENCH_PARENT_PID", "0")) or None)
     sandbox.drop_capabilities()          # before torch starts any thread: capabilities are per thread
+    if os.environ.get("KBENCH_DEVICE", "cpu") == "cpu":
+        sandbox.readable_by_parent()
     faulthandler.enable()
     chan = Channel.from_fd(int(os.environ["KBENCH_FD"]))
     server = Server(chan)                # torch imported; the device not touched yet
