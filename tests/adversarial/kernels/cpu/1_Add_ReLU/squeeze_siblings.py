@@ -14,19 +14,7 @@ import torch.nn as nn
 
 BACKEND = "cpu"   # read statically by the catalog: the extension is loaded through runpy
 ops = runpy.run_path(str(Path(__file__).parents[4] / "fixtures" / "fixture_ops.py"))["ops"]
-
-
-def siblings() -> list[int]:
-    me, parent, found = os.getpid(), os.getppid(), []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != me:
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == parent:
-                        found.append(int(entry))
-            except (OSError, ValueError, IndexError):
-                pass
-    return found
+siblings = runpy.run_path(str(Path(__file__).with_name("wake_spare.py")))["siblings"]   # the judge's other children
 
 
 def threads(pid: int) -> list[int]:
