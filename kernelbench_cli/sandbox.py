@@ -100,9 +100,10 @@ def tie_to_parent(expected_parent: int | None = None) -> None:
 def readable_by_parent() -> None:
     """Dumpable again (core dumps off): the judge reads a CPU candidate's outputs with process_vm_readv, which on a
     non-dumpable process needs CAP_SYS_PTRACE, and a non-root user's judge has none: every honest CPU candidate was
-    `bad-output` there (session 23). Same-user processes may then read it (subject to Yama's ptrace scope; the
-    filter refuses candidates cross-process access): it holds its own code and inputs, nothing of the judge's.
-    Not on CUDA: a candidate there holds IPC handles to the judge's buffers."""
+    `bad-output` there (session 23). Only where the judge lacks it (judge/handle.py candidate_env): other processes
+    of the user may then read this one (as Yama's ptrace scope allows; candidates' filters refuse process_vm_readv,
+    not a read-only /proc/<pid>/mem). It holds its own code, inputs and outputs, nothing of the judge's. Never on
+    CUDA: a candidate there holds IPC handles to the judge's buffers."""
     import resource
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     _prctl(PR_SET_DUMPABLE, 1)
