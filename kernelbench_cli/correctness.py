@@ -115,6 +115,10 @@ def compare(ref_out, cand_out, atol: float, rtol: float, oracle=None) -> dict:
             if bad:
                 stats["mismatches"] += bad
                 stats["reason"] = stats["reason"] or f"output {i}: {name} at {bad} positions where the reference has none (or vice versa)"
+        flipped = int((torch.isinf(r64) & torch.isinf(c64) & (r64 != c64)).sum())     # +Inf for -Inf (red team, s23)
+        if flipped:
+            stats["mismatches"] += flipped
+            stats["reason"] = stats["reason"] or f"output {i}: Inf of the wrong sign at {flipped} positions"
         finite = torch.isfinite(r64) & torch.isfinite(c64)
         diff = (c64 - r64).abs().where(finite, torch.zeros_like(r64))
         if diff.numel():

@@ -48,6 +48,16 @@ def test_a_nan_dropping_clamp_fails_special_and_the_bundled_kernel_passes(kbench
     assert bundled["status"] == "ok" and bundled["flags"] == [] and not failed_classes(bundled), bundled["message"]
 
 
+def test_an_inf_of_the_wrong_sign_fails_special(kbench):
+    """Session 23's red team: a kernel that turns every -Inf result into +Inf passed every class, as only where
+    Inf sits was compared, and a non-finite value could stand for any other where the reference had one."""
+    code, doc = kbench.json("check", "cpu/4", "--kernel",
+                            GEN / "kernels" / "cpu" / "4_Residual_Gate" / "unsigned_inf.py")
+    r = doc["results"][0]
+    assert r["status"] == "incorrect" and failed_classes(r) == {"special"}, (r["status"], r["message"])
+    assert "wrong sign" in r["message"], r["message"]
+
+
 def test_the_policy_can_turn_a_class_into_a_warning_or_off(kbench):
     leaky = GEN / "kernels" / "gen" / "relu_rand" / "leaky_relu.py"
     code, doc = kbench.json("check", "gen/relu_rand", "--kernel", leaky, *PATHS, "--set", "generalise.values=warning",

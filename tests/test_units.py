@@ -70,6 +70,13 @@ def test_compare_nan_positions_must_match():
     assert "NaN" in compare(r, torch.tensor([1.0, 2.0]), 1e-4, 1e-4)["reason"]
 
 
+def test_compare_inf_must_have_the_reference_sign():
+    r = torch.tensor([1.0, float("-inf"), float("inf")])
+    assert compare(r, r.clone(), 1e-4, 1e-4)["reason"] is None
+    s = compare(r, torch.tensor([1.0, float("inf"), float("inf")]), 1e-4, 1e-4)
+    assert s["mismatches"] == 1 and "wrong sign" in s["reason"], s
+
+
 def test_input_mutation_check():
     x = torch.randn(6)
     assert check_inputs_unchanged([x], [x.clone()]) is None

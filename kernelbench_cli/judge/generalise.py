@@ -268,6 +268,9 @@ def _special_reason(s, v: Variant, out) -> str | None:
         spread = int((~fin_c & fin_r).sum())
         if spread:
             return f"output {i}: NaN/Inf at {spread} positions where the reference is finite"
+        flipped = int((torch.isinf(r) & torch.isinf(c) & (r != c)).sum())   # NaN may stand for Inf; -Inf may not
+        if flipped:
+            return f"output {i}: Inf of the wrong sign at {flipped} positions"
         target = torch.where(fin_r, r, b.to(r.dtype))
         targets.append(target)
         cands.append(torch.where(fin_c, c, target))     # non-finite only where the reference is: allowed
