@@ -57,6 +57,21 @@ HONEST_TWINS = ("naive_sum",    # honest fp32 with another summation order: no f
 SECRET = "kbench-test-secret-4f1c"      # env_secret.py answers wrong if it can read this anywhere
 
 
+OPEN = ROOT / "tests" / "adversarial" / "open"
+
+
+@pytest.mark.xfail(strict=True, reason="open: the CPU attribution sees only what RecordFunction records "
+                                       "(docs/integrity.md, known gaps); this passes once all three are caught")
+def test_torch_work_the_profiler_cannot_see_is_caught(kbench):
+    """Session 23's red team: torch's work hidden from the CPU profiler (at::cpu:: kernels called from C++,
+    RecordFunction switched off in C++ or from Python) counts as the candidate's own, so all three came out ok with
+    no flag (custom share 1.0). Strict: when the attribution closes them, this passes and the marker must go."""
+    code, doc = kbench.json("bench", "cpu/1_Add_ReLU", "--set", f"paths.kernels={OPEN}")
+    got = {r["candidate"]: (r["status"], sorted(f["name"] for f in r["flags"] if f["severity"] == "error"))
+           for r in doc["results"]}
+    assert len(got) == 3 and all(status != "ok" or flags for status, flags in got.values()), got
+
+
 @pytest.mark.slow
 def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
     monkeypatch.setenv("KBENCH_TEST_SECRET", SECRET)
