@@ -97,6 +97,19 @@ def tie_to_parent(expected_parent: int | None = None) -> None:
         os._exit(1)
 
 
+CAP_SYS_PTRACE = 19
+
+
+def has_capability(cap: int) -> bool:
+    """Whether this process holds `cap` in its effective set (/proc/self/status CapEff)."""
+    try:
+        with open("/proc/self/status") as f:
+            eff = next(int(line.split()[1], 16) for line in f if line.startswith("CapEff:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return False
+    return bool(eff >> cap & 1)
+
+
 def readable_by_parent() -> None:
     """Dumpable again (core dumps off): the judge reads a CPU candidate's outputs with process_vm_readv, which on a
     non-dumpable process needs CAP_SYS_PTRACE, and a non-root user's judge has none: every honest CPU candidate was
@@ -162,10 +175,7 @@ def _filter(table: dict, pid: int) -> list[bytes]:
         prog += [_jump(JEQ, table[name], 0, 4), _stmt(LD, _arg(0)), _jump(JEQ, pid, 0, 1), allow, deny]
     prog += [_jump(JEQ, table["prctl"], 0, 4), _stmt(LD, _arg(0)), _jump(JEQ, PR_SET_PDEATHSIG, 0, 1), deny,
              allow]
-    # scheduling, priority, limits and pages of this process only (0 or its pid; its other threads' ids too are
-    # refused, which nothing honest needs): session 23's red team pinned the judge's waiting candidate processes
-    # to one core at nice 19 from inside a timed call, and a non-root judge has no capability that refuses it
-    prog += _self_only(table, pid)
+    prog += _self_only(table, pid)        # scheduling, priority, limits and pages of this process only
     for nr, argi in table["open"].items():                             # read-only opens only
         prog += [_jump(JEQ, nr, 0, 4), _stmt(LD, _arg(argi)), _jump(JSET, WRITE_FLAGS, 0, 1), deny, allow]
     prog.append(allow)

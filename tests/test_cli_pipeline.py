@@ -97,17 +97,11 @@ def test_a_judge_without_capabilities_reads_its_cpu_candidates(kbench):
     process_vm_readv, which needs CAP_SYS_PTRACE on a non-dumpable process, so before session 23 every honest
     CPU candidate came out `integrity` / bad-output ("cannot read the candidate's output memory") there. Run as
     root here, kbench drops every capability first (a no-op for a non-root CI user), as that user would have."""
-    import subprocess
-    import sys
     drop = ("import os, sys; from kernelbench_cli import sandbox; sandbox.drop_capabilities(); "
             "os.execv(sys.executable, [sys.executable, '-m', 'kernelbench_cli'] + sys.argv[1:])")
-    proc = subprocess.run([sys.executable, "-c", drop, "check", "cpu/1_Add_ReLU", "--device", "cpu", "--json",
-                           "--config", str(FIXTURES / "test.yaml"), "--out", str(kbench.runs)], cwd=ROOT,
-                          env={**__import__("os").environ, "KBENCH_CACHE_DIR": str(kbench.cache),
-                               "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=900)
-    doc = json.loads(proc.stdout)
+    code, doc = kbench.json("check", "cpu/1_Add_ReLU", launcher=("-c", drop))
     got = {r["candidate"]: (r["status"], [f["name"] for f in r["flags"]], r["message"][:200]) for r in doc["results"]}
-    assert proc.returncode == 0 and got and all(v[:2] == ("ok", []) for v in got.values()), got
+    assert code == 0 and got and all(v[:2] == ("ok", []) for v in got.values()), got
 
 
 def test_check_prints_table_summary_and_exit_code_for_a_wrong_candidate(kbench):

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .. import trace
+from .. import sandbox, trace
 from ..channel import MAX_UNTRUSTED_MESSAGE, Channel, ChannelClosed, Reply, from_message
 from ..forking import fork_main, forkable
 
@@ -64,22 +64,9 @@ def candidate_env(device: str, workdir: str, fd: int, extra: dict | None = None,
                KBENCH_WORKDIR=workdir)
     if hold:
         env["KBENCH_HOLD"] = "1"
-    if device == "cpu" and not has_capability(CAP_SYS_PTRACE):
+    if device == "cpu" and not sandbox.has_capability(sandbox.CAP_SYS_PTRACE):
         env["KBENCH_READABLE"] = "1"     # this judge reads its outputs without the capability (sandbox.py)
     return env
-
-
-CAP_SYS_PTRACE = 19
-
-
-def has_capability(cap: int) -> bool:
-    """Whether this process holds `cap` in its effective set (/proc/self/status CapEff)."""
-    try:
-        with open("/proc/self/status") as f:
-            eff = next(int(line.split()[1], 16) for line in f if line.startswith("CapEff:"))
-    except (OSError, StopIteration, ValueError, IndexError):
-        return False
-    return bool(eff >> cap & 1)
 
 
 class CandidateProcess:
