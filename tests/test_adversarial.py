@@ -45,6 +45,10 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "pool_prefix": ("integrity", {"cached-result"}),
     # session 13: a forward that tests its kernel's result and fails under the ablation proves nothing
     "raise_on_noise": ("integrity", {"no-custom-kernel", "library-heavy"}),
+    # session 23's red team: torch's work the in-process profiler cannot see; the judge samples it (session 24)
+    "torch_kernels_direct": ("integrity", {"library-heavy"}),      # at::cpu:: kernels from C++
+    "recording_off": ("integrity", {"library-heavy"}),             # RecordFunction off from C++
+    "python_torch_unrecorded": ("integrity", {"library-heavy"}),   # ... and from Python
 }
 HARMLESS = ("set_threads", "gc_sabotage_reference", "forge_results", "env_secret",   # must pass like `honest`
             "state_probe", "clock_swap_cpp",    # (clock_swap_cpp: the candidate process's clock was bound first)
@@ -60,16 +64,15 @@ SECRET = "kbench-test-secret-4f1c"      # env_secret.py answers wrong if it can 
 OPEN = ROOT / "tests" / "adversarial" / "open"
 
 
-@pytest.mark.xfail(strict=True, reason="open: the CPU attribution sees only what RecordFunction records "
-                                       "(docs/integrity.md, known gaps); this passes once all three are caught")
-def test_torch_work_the_profiler_cannot_see_is_caught(kbench):
-    """Session 23's red team: torch's work hidden from the CPU profiler (at::cpu:: kernels called from C++,
-    RecordFunction switched off in C++ or from Python) counts as the candidate's own, so all three came out ok with
-    no flag (custom share 1.0). Strict: when the attribution closes them, this passes and the marker must go."""
+@pytest.mark.xfail(strict=True, reason="open: the judge samples the CPU attribution with ptrace around calls of "
+                                       "its own, which a candidate can tell apart (docs/integrity.md, known gaps)")
+def test_a_candidate_that_knows_when_it_is_sampled_is_caught(kbench):
+    """Session 24: the sampled attribution (judge/sampler.py) attaches only around the calls it samples; a
+    candidate that reads TracerPid runs its own loop then and torch's kernels otherwise. Strict: when closed,
+    this passes and the marker must go."""
     code, doc = kbench.json("bench", "cpu/1_Add_ReLU", "--set", f"paths.kernels={OPEN}")
-    got = {r["candidate"]: (r["status"], sorted(f["name"] for f in r["flags"] if f["severity"] == "error"))
-           for r in doc["results"]}
-    assert len(got) == 3 and all(status != "ok" or flags for status, flags in got.values()), got
+    (r,) = doc["results"]
+    assert r["status"] != "ok" or any(f["severity"] == "error" for f in r["flags"]), r
 
 
 @pytest.mark.slow

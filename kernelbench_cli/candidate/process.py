@@ -309,6 +309,13 @@ class Server:
         reply.build = {"extensions": self.interceptor.extensions}   # by now with what ran (e.g. autotune configs)
         return reply
 
+    def op_repeat(self, msg, fds) -> Reply:
+        """The forward `calls` times on lane 0, for the judge to sample where the time goes (judge/sampler.py)."""
+        with self.torch.no_grad():
+            for _ in range(max(1, min(int(msg.get("calls", 1)), 100_000))):
+                self.model(*self.inputs)
+        return Reply(op="done")
+
     def op_profile(self, msg, fds) -> Reply:
         """One call on lane 0, profiled: the share of its time in the candidate's own code (attribution.py)."""
         names = {k for ext in (self.interceptor.extensions if self.interceptor else []) for k in ext.get("kernels", [])}

@@ -20,6 +20,7 @@ from pathlib import Path
 from .. import sandbox, trace
 from ..channel import MAX_UNTRUSTED_MESSAGE, Channel, ChannelClosed, Reply, from_message
 from ..forking import fork_main, forkable
+from .sampler import Sampler, SamplingFailed
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 # What a candidate process may see of the environment: enough to find compilers, libraries and the GPU;
@@ -233,3 +234,26 @@ class CandidateProcess:
             t1 = time.perf_counter_ns()
             self.freeze()
         return reply, (t1 - t0) / 1e6
+
+    def call_sampled(self, msg: dict, timeout: float, phase: str, own_root: str) -> tuple[Reply, Sampler]:
+        """call(), with this process sampling where the candidate's threads run meanwhile (judge/sampler.py);
+        SamplingFailed if it cannot attach (nothing was sent then)."""
+        self.thaw()
+        deadline = time.perf_counter() + timeout
+        try:
+            with Sampler(self.pid, own_root) as sampler:
+                try:
+                    self.chan.send(msg)
+                except OSError:
+                    raise self.died(phase) from None
+                sampler.sample_until(self.chan.sock.fileno(), deadline)
+        except SamplingFailed:
+            self.freeze()
+            raise
+        if sampler.exit_status is not None:      # (reaped while attached)
+            self.exit_status = sampler.exit_status
+        try:
+            reply = self.recv(max(0.0, deadline - time.perf_counter()) + 1.0, "done", phase)
+        finally:
+            self.freeze()
+        return reply, sampler

@@ -1,6 +1,8 @@
-"""Open gap (session 23's red team): the "kernel" is torch's own CPU kernels, called from C++ through at::cpu::
+"""Session 23's red team: the "kernel" is torch's own CPU kernels, called from C++ through at::cpu::
 (structured kernels, no dispatcher): no RecordFunction event, so the CPU attribution counts their time as the
-candidate's own (custom share 1.0), and the ablation sees the compiled result feed the output. Passes today."""
+candidate's own (custom share 1.0), and the ablation sees the compiled result feed the output.
+Caught since session 24 by the judge sampling where the candidate's threads run (judge/sampler.py): the time is
+in libtorch_cpu.so, so library-heavy."""
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 

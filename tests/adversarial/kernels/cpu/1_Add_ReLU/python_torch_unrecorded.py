@@ -1,7 +1,9 @@
-"""Open gap (session 23's red team): torch computes relu(x + y) in Python with RecordFunction switched off for
+"""Session 23's red team: torch computes relu(x + y) in Python with RecordFunction switched off for
 the call (a plain call into torch._C, no assignment: no static rule), so the profiler sees no aten operator; a
 one-element compiled "kernel" returns 1.0, which the answer is multiplied by, so the ablation's noise changes the
-output. Passes today (slower than eager, but with no flag)."""
+output.
+Caught since session 24 by the judge sampling where the candidate's threads run (judge/sampler.py): the time is
+in libtorch_cpu.so, so library-heavy."""
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

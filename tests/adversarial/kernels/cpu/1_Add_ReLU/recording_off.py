@@ -1,6 +1,8 @@
-"""Open gap (session 23's red team): at::add / at::relu through the dispatcher, as the caught `aten_wrapper`
+"""Session 23's red team: at::add / at::relu through the dispatcher, as the caught `aten_wrapper`
 does, with RecordFunction switched off for the thread (at::RecordFunctionGuard), so the profiler records no aten
-operator and the CPU attribution counts torch's time as the candidate's own. Passes today."""
+operator and the CPU attribution counts torch's time as the candidate's own.
+Caught since session 24 by the judge sampling where the candidate's threads run (judge/sampler.py): the time is
+in libtorch_cpu.so, so library-heavy."""
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 

@@ -1,0 +1,283 @@
+"""Attribution seen from outside the candidate process (CPU): the judge samples where its running threads are.
+
+The in-process attribution (candidate/attribution.py) counts what torch's profiler records, from inside the
+process it measures: torch work that the profiler does not record (kernels called from C++ without the
+dispatcher, RecordFunction switched off from C++ or Python) was the candidate's own there (session 23's red
+team). Here the judge, which never runs candidate code, stops each running thread of the candidate every
+millisecond with ptrace (PTRACE_SEIZE + PTRACE_INTERRUPT: the same permission as reading its outputs with
+process_vm_readv, which the judge holds already), reads its program counter and finds the file mapped there in
+/proc/<pid>/maps, which the kernel writes. Nothing in the candidate's reach changes what a sample says: a
+candidate can find out that it is being sampled (TracerPid), not where the kernel says its threads run.
+
+Each sample is one thread found running. Its place is counted as
+- own: a library under the extension cache (what kbench compiled from the candidate's sources);
+- glue (counted nowhere): the interpreter, the C and C++ runtimes, OpenMP's runtime (its waiting threads spin
+  there), and torch's binding and allocator layers (libtorch_python, libc10): what any call through torch pays;
+- library: everything else, torch's operators (libtorch_cpu) and the math libraries first, and code in memory
+  no file backs.
+The share is own / (own + library).
+"""
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import mmap
+import os
+import platform
+import re
+import select
+import struct
+import time
+from collections import Counter
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.ptrace.restype = ctypes.c_long
+_libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+PTRACE_CONT, PTRACE_DETACH, PTRACE_GETREGSET, PTRACE_SEIZE, PTRACE_INTERRUPT = 7, 17, 0x4204, 0x4206, 0x4207
+PTRACE_EVENT_STOP, NT_PRSTATUS, WALL = 128, 1, 0x40000000
+# The program counter in NT_PRSTATUS's registers (struct user_regs_struct / user_pt_regs), in 8-byte words.
+PC_INDEX = {"x86_64": 16, "aarch64": 32}.get(platform.machine())
+
+PERIOD_S = 0.001
+MIN_SAMPLES = 30        # own + library: fewer say nothing
+GLUE = re.compile(r"(^|/)(python[\d.]*|libpython[\d.]*\.so.*|ld-linux[^/]*|ld-musl[^/]*|lib(c|m|dl|rt|pthread|util)"
+                  r"(-[\d.]+)?\.so[\d.]*|libstdc\+\+\.so[\d.]*|libgcc_s\.so[\d.]*|lib[gi]omp[\w.-]*\.so[\d.]*"
+                  r"|libc10\.so|libtorch_python\.so|libshm\.so|\[vdso\]|\[vsyscall\])$")
+
+
+class _IOVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+class SamplingFailed(Exception):
+    pass
+
+
+def _ptrace(request: int, tid: int, addr=None, data=None) -> None:
+    if _libc.ptrace(request, tid, addr, data) == -1:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def place(path: str, own_root: str) -> str:
+    """own | glue | library for the file mapped at a sampled program counter ("" for anonymous memory)."""
+    if path and os.path.realpath(path).startswith(own_root):
+        return "own"
+    return "glue" if path and GLUE.search(path) else "library"
+
+
+class Sampler:
+    """ptrace attachment to every thread of `pid` (a child of this process); use as a context manager."""
+
+    def __init__(self, pid: int, own_root: str):
+        if PC_INDEX is None:
+            raise SamplingFailed(f"no program counter known for {platform.machine()}")
+        self.pid, self.own_root = pid, os.path.join(os.path.realpath(own_root), "")
+        self.tids: set[int] = set()
+        self.pcs: list[int] = []
+        self.exit_status: int | None = None     # the process's, if it ended while attached (reaped here)
+        self._regs = (ctypes.c_uint64 * 68)()
+        self._iov = _IOVec(ctypes.cast(self._regs, ctypes.c_void_p), ctypes.sizeof(self._regs))
+
+    def __enter__(self) -> "Sampler":
+        try:
+            self._seize_new()
+        except BaseException:
+            self.detach()
+            raise
+        if not self.tids:
+            raise SamplingFailed("no thread could be attached")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.detach()
+
+    def _seize_new(self) -> None:
+        try:
+            listed = {int(t) for t in os.listdir(f"/proc/{self.pid}/task")}
+        except OSError:
+            return
+        for tid in listed - self.tids:
+            try:
+                _ptrace(PTRACE_SEIZE, tid)
+            except OSError as e:
+                if e.errno == 3:      # ESRCH: gone meanwhile
+                    continue
+                raise SamplingFailed(f"cannot attach to the candidate process ({e.strerror})") from None
+            self.tids.add(tid)
+
+    def _running(self, tid: int) -> bool:
+        try:
+            with open(f"/proc/{self.pid}/task/{tid}/stat", "rb") as f:
+                return f.read().rpartition(b")")[2][1:2] == b"R"
+        except OSError:
+            return False
+
+    def _stop(self, tid: int) -> bool:
+        """Interrupt `tid` and wait for that stop, passing on any signal met first; False if it is gone."""
+        try:
+            _ptrace(PTRACE_INTERRUPT, tid)
+        except OSError:
+            self.tids.discard(tid)
+            return False
+        for _ in range(64):
+            try:
+                _, status = os.waitpid(tid, WALL)
+            except ChildProcessError:
+                self.tids.discard(tid)
+                return False
+            if not os.WIFSTOPPED(status):          # it ended
+                self.tids.discard(tid)
+                if tid == self.pid:
+                    self.exit_status = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+                return False
+            if status >> 16 == PTRACE_EVENT_STOP:
+                return True
+            try:                                   # a signal on its way in: deliver it, our stop comes next
+                _ptrace(PTRACE_CONT, tid, None, ctypes.c_void_p(os.WSTOPSIG(status)))
+            except OSError:
+                self.tids.discard(tid)
+                return False
+        return False
+
+    def tick(self) -> None:
+        """One sample of every thread found running."""
+        self._seize_new()
+        for tid in [t for t in self.tids if self._running(t)]:
+            if not self._stop(tid):
+                continue
+            try:
+                _ptrace(PTRACE_GETREGSET, tid, ctypes.c_void_p(NT_PRSTATUS), ctypes.byref(self._iov))
+                self.pcs.append(self._regs[PC_INDEX])
+            except OSError:
+                pass
+            try:
+                _ptrace(PTRACE_CONT, tid)
+            except OSError:
+                self.tids.discard(tid)
+
+    def sample_until(self, fd: int, deadline: float) -> None:
+        """Sample every PERIOD_S until `fd` is readable (the candidate's reply) or the deadline."""
+        while time.perf_counter() < deadline and self.exit_status is None:
+            if select.select([fd], [], [], PERIOD_S)[0]:
+                return
+            self.tick()
+
+    def detach(self) -> None:
+        for tid in list(self.tids):
+            if self._stop(tid):
+                try:
+                    _ptrace(PTRACE_DETACH, tid)
+                except OSError:
+                    pass
+        self.tids.clear()
+
+    def share(self) -> tuple[float | None, str]:
+        return share(self.pcs, self.pid, self.own_root)
+
+
+def share(pcs: list[int], pid: int, own_root: str) -> tuple[float | None, str]:
+    """(own / (own + library), the largest places), or (None, why), for program counters sampled in `pid`."""
+    maps = _maps(pid)
+    kinds, per = Counter(), Counter()
+    for pc in pcs:
+        path = next((p for lo, hi, p in maps if lo <= pc < hi), "")
+        kind = place(path, own_root)
+        kinds[kind] += 1
+        if kind != "glue":
+            per[os.path.basename(path) or "[anonymous]"] += 1
+    counted = kinds["own"] + kinds["library"]
+    if counted < MIN_SAMPLES:
+        return None, f"{counted} samples in compiled code (of {len(pcs)}): too few to attribute"
+    top = ", ".join(f"{name} {n / counted:.0%}" for name, n in per.most_common(3))
+    return kinds["own"] / counted, f"{top} ({counted} samples)"
+
+
+class _PerfAttr(ctypes.Structure):       # struct perf_event_attr, its first 128 bytes (PERF_ATTR_SIZE_VER7)
+    _fields_ = [("type", ctypes.c_uint32), ("size", ctypes.c_uint32), ("config", ctypes.c_uint64),
+                ("sample_period", ctypes.c_uint64), ("sample_type", ctypes.c_uint64),
+                ("read_format", ctypes.c_uint64), ("flags", ctypes.c_uint64), ("rest", ctypes.c_uint8 * 80)]
+
+
+PERF_OPEN = {"x86_64": 298, "aarch64": 241}.get(platform.machine())
+PERF_PAGES = 128         # ring buffer per thread: ~21,000 samples; later ones are dropped, not the earlier
+PERF_ENABLE, PERF_DISABLE, PERF_RECORD_SAMPLE = 0x2400, 0x2401, 9
+
+
+class Perf:
+    """The kernel's sampling of the candidate's threads, invisible to it: a task-clock event per thread (one
+    sample per ms of that thread's CPU time, user mode: its program counter), opened by the judge, read from
+    ring buffers only the judge maps. Nothing shows in the candidate (no tracer, no stop), so the calls sampled
+    can be its timed calls themselves; SamplingFailed where the kernel refuses (perf_event_paranoid, a
+    container's seccomp profile), and the judge falls back to Sampler."""
+
+    def __init__(self, pid: int, own_root: str):
+        if PERF_OPEN is None or PC_INDEX is None:
+            raise SamplingFailed(f"no perf events known for {platform.machine()}")
+        self.pid, self.own_root = pid, os.path.join(os.path.realpath(own_root), "")
+        self.events: list[tuple[int, mmap.mmap]] = []
+        attr = _PerfAttr(type=1, size=ctypes.sizeof(_PerfAttr), config=1, sample_period=1_000_000,
+                         sample_type=1 | 2, flags=1 | 32 | 64)   # TASK_CLOCK; IP | TID; disabled, user mode only
+        try:
+            tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+        except OSError as e:
+            raise SamplingFailed(f"no such process ({e.strerror})") from None
+        try:
+            for tid in tids:
+                fd = _libc.syscall(PERF_OPEN, ctypes.byref(attr), tid, -1, -1, 8)      # PERF_FLAG_FD_CLOEXEC
+                if fd < 0:
+                    err = ctypes.get_errno()
+                    if err == 3:
+                        continue
+                    raise SamplingFailed(f"perf events refused ({os.strerror(err)})")
+                try:
+                    ring = mmap.mmap(fd, (1 + PERF_PAGES) * mmap.PAGESIZE)
+                except OSError as e:
+                    os.close(fd)
+                    raise SamplingFailed(f"perf ring buffer refused ({e.strerror})") from None
+                self.events.append((fd, ring))
+        except BaseException:
+            self.close()
+            raise
+
+    def enable(self, on: bool = True) -> None:
+        for fd, _ in self.events:
+            fcntl.ioctl(fd, PERF_ENABLE if on else PERF_DISABLE, 0)
+
+    def pcs(self) -> list[int]:
+        out = []
+        for _, ring in self.events:
+            head = min(struct.unpack_from("Q", ring, 1024)[0], PERF_PAGES * mmap.PAGESIZE)
+            data, off = mmap.PAGESIZE, 0
+            while off + 8 <= head:
+                kind, _, size = struct.unpack_from("IHH", ring, data + off)
+                if size < 8:
+                    break
+                if kind == PERF_RECORD_SAMPLE and off + 24 <= head:
+                    out.append(struct.unpack_from("Q", ring, data + off + 8)[0])
+                off += size
+        return out
+
+    def share(self) -> tuple[float | None, str]:
+        return share(self.pcs(), self.pid, self.own_root)
+
+    def close(self) -> None:
+        for fd, ring in self.events:
+            ring.close()
+            os.close(fd)
+        self.events = []
+
+
+def _maps(pid: int) -> list[tuple[int, int, str]]:
+    out = []
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            for line in f:
+                parts = line.split(maxsplit=5)
+                if len(parts) < 2 or "x" not in parts[1]:
+                    continue
+                lo, hi = (int(v, 16) for v in parts[0].split("-"))
+                out.append((lo, hi, parts[5].strip() if len(parts) > 5 else ""))
+    except OSError:
+        pass
+    return out

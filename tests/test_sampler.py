@@ -1,0 +1,80 @@
+"""The judge's outside view of where a CPU candidate's time goes (judge/sampler.py): real child processes,
+really attached with ptrace; the whole pipeline's use of it is in the exploit corpus (test_adversarial.py)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kernelbench_cli.judge.sampler import Sampler, place
+
+TORCH_LOOP = "import torch, sys; x = torch.randn(256, 256); print('up', flush=True)\nwhile True: (x @ x).relu_()"
+PYTHON_LOOP = "import sys; print('up', flush=True)\nwhile True: sum(range(1000))"
+
+
+def _child(code: str) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.stdout.readline().strip() == b"up"
+    return proc
+
+
+def _tracer(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line for line in f if line.startswith("TracerPid:")).split()[1])
+
+
+def _sample(pid: int, own_root, seconds: float) -> Sampler:
+    r, w = os.pipe()        # never written: sample for the whole time
+    try:
+        with Sampler(pid, str(own_root)) as sampler:
+            assert _tracer(pid) == os.getpid()
+            sampler.sample_until(r, time.perf_counter() + seconds)
+    finally:
+        os.close(r)
+        os.close(w)
+    return sampler
+
+
+@pytest.mark.parametrize("code, expect", [(TORCH_LOOP, "library"), (PYTHON_LOOP, "glue")], ids=["torch", "python"])
+def test_the_sampler_finds_where_a_process_runs_and_lets_it_go(tmp_path, code, expect):
+    proc = _child(code)
+    try:
+        sampler = _sample(proc.pid, tmp_path, 0.4)
+        assert len(sampler.pcs) >= 50, len(sampler.pcs)
+        share, top = sampler.share()
+        if expect == "library":        # torch's matmul: libtorch_cpu (or the BLAS it links), never own code
+            assert share == 0.0 and "libtorch_cpu" in top, top
+        else:                          # the interpreter is glue: nothing to attribute
+            assert share is None and "too few" in top, top
+        assert _tracer(proc.pid) == 0 and proc.poll() is None     # detached, and still running
+        before = _cpu_ticks(proc.pid)
+        time.sleep(0.2)
+        assert _cpu_ticks(proc.pid) > before                       # ... not left stopped
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _cpu_ticks(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rpartition(b")")[2].split()
+    return int(fields[11]) + int(fields[12])        # utime + stime
+
+
+def test_places_of_sampled_code(tmp_path):
+    own = tmp_path / "cache"
+    (own / "ext-abc").mkdir(parents=True)
+    assert place(str(own / "ext-abc" / "ext.so"), os.path.join(os.path.realpath(own), "")) == "own"
+    root = os.path.join(os.path.realpath(own), "")
+    for glue in ("/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/bin/python3.11", "/x/libpython3.11.so.1.0",
+                 "/site-packages/torch/lib/libgomp-a34b3233.so.1", "/site-packages/torch/lib/libc10.so",
+                 "/site-packages/torch/lib/libtorch_python.so", "[vdso]", "/lib/ld-linux-x86-64.so.2"):
+        assert place(glue, root) == "glue", glue
+    for library in ("/site-packages/torch/lib/libtorch_cpu.so", "/site-packages/numpy/core/_multiarray_umath.so",
+                    "", "/memfd:code (deleted)", str(tmp_path / "elsewhere" / "ext.so"),
+                    str(own) + "-sibling/ext.so"):
+        assert place(library, root) == "library", library
