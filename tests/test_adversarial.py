@@ -7,6 +7,7 @@ import statistics
 import pytest
 
 from conftest import FIXTURES, ROOT, by_candidate
+from kernelbench_cli.judge.sampler import perf_refused
 
 ADVERSARIAL = ROOT / "tests" / "adversarial" / "kernels"
 
@@ -49,7 +50,11 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "torch_kernels_direct": ("integrity", {"library-heavy"}),      # at::cpu:: kernels from C++
     "recording_off": ("integrity", {"library-heavy"}),             # RecordFunction off from C++
     "python_torch_unrecorded": ("integrity", {"library-heavy"}),   # ... and from Python
+    # session 24: a candidate that knows when ptrace samples it; the kernel samples its timed calls (perf events)
+    "tracer_aware": ("integrity", {"library-heavy"}),
 }
+if perf_refused():     # the ptrace fallback: the candidate tells its sampled calls apart (docs/integrity.md)
+    EXPECTED["tracer_aware"] = ("ok", set())
 HARMLESS = ("set_threads", "gc_sabotage_reference", "forge_results", "env_secret",   # must pass like `honest`
             "state_probe", "clock_swap_cpp",    # (clock_swap_cpp: the candidate process's clock was bound first)
             "batch_ahead",      # (a batch counts as its mean per call: moving time between its calls buys nothing)
@@ -59,20 +64,6 @@ HARMLESS = ("set_threads", "gc_sabotage_reference", "forge_results", "env_secret
 HONEST_TWINS = ("naive_sum",    # honest fp32 with another summation order: no flag at all (issue 16)
                 "out_param")    # honest out= kernel: its result is an argument, and the ablation sees it
 SECRET = "kbench-test-secret-4f1c"      # env_secret.py answers wrong if it can read this anywhere
-
-
-OPEN = ROOT / "tests" / "adversarial" / "open"
-
-
-@pytest.mark.xfail(strict=True, reason="open: the judge samples the CPU attribution with ptrace around calls of "
-                                       "its own, which a candidate can tell apart (docs/integrity.md, known gaps)")
-def test_a_candidate_that_knows_when_it_is_sampled_is_caught(kbench):
-    """Session 24: the sampled attribution (judge/sampler.py) attaches only around the calls it samples; a
-    candidate that reads TracerPid runs its own loop then and torch's kernels otherwise. Strict: when closed,
-    this passes and the marker must go."""
-    code, doc = kbench.json("bench", "cpu/1_Add_ReLU", "--set", f"paths.kernels={OPEN}")
-    (r,) = doc["results"]
-    assert r["status"] != "ok" or any(f["severity"] == "error" for f in r["flags"]), r
 
 
 @pytest.mark.slow

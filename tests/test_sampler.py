@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from kernelbench_cli.judge.sampler import Sampler, place
+from kernelbench_cli.judge.sampler import Perf, Sampler, perf_refused, place
 
 TORCH_LOOP = "import torch, sys; x = torch.randn(256, 256); print('up', flush=True)\nwhile True: (x @ x).relu_()"
 PYTHON_LOOP = "import sys; print('up', flush=True)\nwhile True: sum(range(1000))"
@@ -39,13 +39,33 @@ def _sample(pid: int, own_root, seconds: float) -> Sampler:
     return sampler
 
 
+def _perf(pid: int, own_root, seconds: float) -> Perf:
+    perf = Perf(pid, str(own_root))
+    try:
+        perf.enable()
+        time.sleep(seconds)
+        perf.enable(False)
+        perf.pcs_seen = perf.pcs()
+        perf.result = perf.share()
+    finally:
+        perf.close()
+    return perf
+
+
+@pytest.mark.parametrize("how", ["perf", "ptrace"])
 @pytest.mark.parametrize("code, expect", [(TORCH_LOOP, "library"), (PYTHON_LOOP, "glue")], ids=["torch", "python"])
-def test_the_sampler_finds_where_a_process_runs_and_lets_it_go(tmp_path, code, expect):
+def test_the_sampler_finds_where_a_process_runs_and_lets_it_go(tmp_path, code, expect, how):
     proc = _child(code)
     try:
-        sampler = _sample(proc.pid, tmp_path, 0.4)
-        assert len(sampler.pcs) >= 50, len(sampler.pcs)
-        share, top = sampler.share()
+        if how == "perf":
+            if perf_refused():
+                pytest.skip(f"the kernel refuses perf events here ({perf_refused()}); the judge uses ptrace")
+            perf = _perf(proc.pid, tmp_path, 0.4)
+            pcs, (share, top) = perf.pcs_seen, perf.result
+        else:
+            sampler = _sample(proc.pid, tmp_path, 0.4)
+            pcs, (share, top) = sampler.pcs, sampler.share()
+        assert len(pcs) >= 50, len(pcs)
         if expect == "library":        # torch's matmul: libtorch_cpu (or the BLAS it links), never own code
             assert share == 0.0 and "libtorch_cpu" in top, top
         else:                          # the interpreter is glue: nothing to attribute
@@ -78,3 +98,32 @@ def test_places_of_sampled_code(tmp_path):
                     "", "/memfd:code (deleted)", str(tmp_path / "elsewhere" / "ext.so"),
                     str(own) + "-sibling/ext.so"):
         assert place(library, root) == "library", library
+
+
+# The child rewrites (with the same bytes) every page of the interpreter's code: that code is now written.
+WRITTEN_LOOP = """import ctypes, os
+libc = ctypes.CDLL(None)
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+for line in list(open('/proc/self/maps')):
+    p = line.split()
+    if len(p) > 5 and p[1] == 'r-xp' and os.path.basename(p[5]).startswith(('python', 'libpython')):
+        lo, hi = (int(v, 16) for v in p[0].split('-'))
+        assert libc.mprotect(lo, hi - lo, 7) == 0
+        for page in range(lo, hi, 4096):
+            ctypes.memmove(page, ctypes.string_at(page, 8), 8)
+        libc.mprotect(lo, hi - lo, 5)
+print('up', flush=True)
+while True: sum(range(1000))"""
+
+
+def test_code_written_at_run_time_is_not_its_files(tmp_path):
+    """Library code copied into the candidate's own library's pages would count as its own: a file's code
+    pages written at run time count as library code wherever they are (here the interpreter's, glue before)."""
+    proc = _child(WRITTEN_LOOP)
+    try:
+        sampler = _sample(proc.pid, tmp_path, 0.4)
+        share, top = sampler.share()
+        assert share == 0.0 and "code written at run time" in top, top
+    finally:
+        proc.kill()
+        proc.wait()

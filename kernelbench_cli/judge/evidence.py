@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import time
 
 import torch
@@ -17,7 +18,7 @@ import torch
 from .. import backends, integrity
 from ..correctness import check_inputs_unchanged, judge, levels_here, synchronize, tensors
 from .handle import CandidateFailed
-from .sampler import SamplingFailed
+from .sampler import Perf, SamplingFailed
 
 
 # The canary (candidate/clocks.py) timed after the candidate's import at less than this share of its time
@@ -121,12 +122,12 @@ def attribution(s) -> None:
         return
     prof, witness_ms = s.cand.call({"op": "profile"}, s.call_timeout(), "profiling", expect="profiled")
     share, top = (prof.custom_share if prof.custom_share >= 0 else None), prof.top
-    if s.device == "cpu" and not backends.interpreted(s.job.get("backend", "torch"), s.device):
-        seen, where = sampled_share(s, witness_ms)
+    if sampled_here(s):
+        seen, where = s.outside or sampled_share(s, witness_ms)
         if seen is not None and (share is None or seen < share):
-            share, top = seen, f"sampled from outside: {where}"
+            share, top = seen, where
         else:
-            top = f"{top}; sampled from outside: {where}" if top else f"sampled from outside: {where}"
+            top = f"{top}; {where}" if top else where
     s.result.custom_share_top = top
     if share is not None:
         s.result.custom_share = share
@@ -135,19 +136,59 @@ def attribution(s) -> None:
         s.flags.add(integrity.flag("unattributed", top or "the candidate process measured no share"))
 
 
+def sampled_here(s) -> bool:
+    """Compiled code on the CPU (CUDA: the kernels' names; interpreted Triton: numpy is its arithmetic)."""
+    return s.device == "cpu" and not backends.interpreted(s.job.get("backend", "torch"), s.device)
+
+
+@contextlib.contextmanager
+def sampled(s):
+    """The kernel samples the candidate's threads through the timed phase (judge/sampler.py Perf): its timed
+    calls themselves, which nothing in the candidate can tell from the others. Yields the Perf (or None);
+    s.outside = (share, where)."""
+    if not sampled_here(s):
+        yield None
+        return
+    try:
+        perf = Perf(s.cand.pid, s.job["cache_dir"])
+    except SamplingFailed as e:
+        s.unsampled = f"timed calls not sampled ({e})"
+        yield None
+        return
+    try:
+        perf.enable()
+        yield perf
+        perf.enable(False)
+        share, where = perf.share()
+        s.outside = (share, f"sampled in its timed calls: {where}")
+    finally:
+        perf.close()
+
+
+def sample_more(perf, batch) -> None:
+    """Too few samples in the timed calls (short calls, few rounds): more batches like them, for up to
+    SAMPLED_S x 4 (a call of another kind would tell the candidate it is the one sampled)."""
+    start = time.perf_counter()
+    while perf is not None and perf.share()[0] is None and time.perf_counter() - start < 4 * SAMPLED_S:
+        batch()
+
+
 SAMPLED_S = 0.3        # of forward calls, sampled (judge/sampler.py: one sample per running thread per ms)
 
 
 def sampled_share(s, call_ms: float) -> tuple[float | None, str]:
-    """The share of own code among the candidate's running threads, sampled by this process while the
-    candidate repeats its forward on lane 0 for about SAMPLED_S (from the profiled call's witness time)."""
+    """Where the kernel refused perf events: the candidate's running threads sampled with ptrace while
+    it repeats its forward on lane 0 for about SAMPLED_S (from the profiled call's witness time). A candidate
+    can tell these calls apart (TracerPid): docs/integrity.md, known gaps."""
     calls = max(3, min(10_000, round(SAMPLED_S * 1e3 / max(call_ms, 1e-3))))
+    why = f"{s.unsampled}; " if s.unsampled else ""
     try:
         _, sampler = s.cand.call_sampled({"op": "repeat", "calls": calls}, s.call_timeout(), "profiling",
                                          s.job["cache_dir"])
     except SamplingFailed as e:
-        return None, f"unavailable ({e})"
-    return sampler.share()
+        return None, f"{why}no sampling ({e})"
+    share, where = sampler.share()
+    return share, f"{why}sampled with ptrace in calls of its own: {where}"
 
 
 def versus_precision(s, timing, throttled) -> None:

@@ -1,20 +1,27 @@
-"""Attribution seen from outside the candidate process (CPU): the judge samples where its running threads are.
+"""Attribution seen from outside the candidate process (CPU): where its running threads are, sampled for the judge.
 
 The in-process attribution (candidate/attribution.py) counts what torch's profiler records, from inside the
 process it measures: torch work that the profiler does not record (kernels called from C++ without the
 dispatcher, RecordFunction switched off from C++ or Python) was the candidate's own there (session 23's red
-team). Here the judge, which never runs candidate code, stops each running thread of the candidate every
-millisecond with ptrace (PTRACE_SEIZE + PTRACE_INTERRUPT: the same permission as reading its outputs with
-process_vm_readv, which the judge holds already), reads its program counter and finds the file mapped there in
-/proc/<pid>/maps, which the kernel writes. Nothing in the candidate's reach changes what a sample says: a
-candidate can find out that it is being sampled (TracerPid), not where the kernel says its threads run.
+team). Here the program counters come from the kernel, and their places from /proc/<pid>/maps, which the kernel
+writes; nothing in the candidate's reach changes what a sample says.
+
+- Perf (first choice): a task-clock perf event per thread of the candidate, one sample per ms of its CPU time,
+  open through the timed phase (judge/evidence.py `sampled`). The candidate cannot see it, so the calls sampled
+  are its timed calls themselves.
+- Sampler (where the kernel refuses perf events to this process: perf_event_paranoid, a container's seccomp
+  profile): ptrace. The judge stops each running thread every ms (PTRACE_SEIZE + PTRACE_INTERRUPT: the
+  permission it already holds to read the outputs with process_vm_readv) and reads its program counter, while
+  the candidate repeats its forward in a call of its own. A candidate can tell such calls apart (TracerPid in
+  /proc/self/status): docs/integrity.md, known gaps.
 
 Each sample is one thread found running. Its place is counted as
 - own: a library under the extension cache (what kbench compiled from the candidate's sources);
-- glue (counted nowhere): the interpreter, the C and C++ runtimes, OpenMP's runtime (its waiting threads spin
-  there), and torch's binding and allocator layers (libtorch_python, libc10): what any call through torch pays;
-- library: everything else, torch's operators (libtorch_cpu) and the math libraries first, and code in memory
-  no file backs.
+- glue (counted nowhere): the interpreter and its standard library's C modules, the C and C++ runtimes, OpenMP's
+  runtime (its waiting threads spin there), and torch's binding and allocator layers (libtorch_python, libc10):
+  what any call through torch pays, and kbench's own messages in the candidate process;
+- library: everything else, torch's operators (libtorch_cpu) and the math libraries first, code in memory no
+  file backs, and a file's code pages written at run time (library code copied into the candidate's own pages).
 The share is own / (own + library).
 """
 from __future__ import annotations
@@ -42,7 +49,8 @@ PERIOD_S = 0.001
 MIN_SAMPLES = 30        # own + library: fewer say nothing
 GLUE = re.compile(r"(^|/)(python[\d.]*|libpython[\d.]*\.so.*|ld-linux[^/]*|ld-musl[^/]*|lib(c|m|dl|rt|pthread|util)"
                   r"(-[\d.]+)?\.so[\d.]*|libstdc\+\+\.so[\d.]*|libgcc_s\.so[\d.]*|lib[gi]omp[\w.-]*\.so[\d.]*"
-                  r"|libc10\.so|libtorch_python\.so|libshm\.so|\[vdso\]|\[vsyscall\])$")
+                  r"|libc10\.so|libtorch_python\.so|libshm\.so|\[vdso\]|\[vsyscall\])$"
+                  r"|/lib-dynload/[^/]+\.so$")     # (the standard library's C modules: the candidate process's messages)
 
 
 class _IOVec(ctypes.Structure):
@@ -181,11 +189,11 @@ def share(pcs: list[int], pid: int, own_root: str) -> tuple[float | None, str]:
     maps = _maps(pid)
     kinds, per = Counter(), Counter()
     for pc in pcs:
-        path = next((p for lo, hi, p in maps if lo <= pc < hi), "")
-        kind = place(path, own_root)
+        path, written = next(((p, w) for lo, hi, p, w in maps if lo <= pc < hi), ("", False))
+        kind = "library" if written else place(path, own_root)
         kinds[kind] += 1
         if kind != "glue":
-            per[os.path.basename(path) or "[anonymous]"] += 1
+            per[(os.path.basename(path) or "[anonymous]") + (" (code written at run time)" if written else "")] += 1
     counted = kinds["own"] + kinds["library"]
     if counted < MIN_SAMPLES:
         return None, f"{counted} samples in compiled code (of {len(pcs)}): too few to attribute"
@@ -202,6 +210,15 @@ class _PerfAttr(ctypes.Structure):       # struct perf_event_attr, its first 128
 PERF_OPEN = {"x86_64": 298, "aarch64": 241}.get(platform.machine())
 PERF_PAGES = 128         # ring buffer per thread: ~21,000 samples; later ones are dropped, not the earlier
 PERF_ENABLE, PERF_DISABLE, PERF_RECORD_SAMPLE = 0x2400, 0x2401, 9
+
+
+def perf_refused() -> str | None:
+    """Why the kernel would refuse Perf its events here (one opened on this process), or None."""
+    try:
+        Perf(os.getpid(), "/").close()
+    except SamplingFailed as e:
+        return str(e)
+    return None
 
 
 class Perf:
@@ -268,16 +285,23 @@ class Perf:
         self.events = []
 
 
-def _maps(pid: int) -> list[tuple[int, int, str]]:
-    out = []
+def _maps(pid: int) -> list[tuple[int, int, str, bool]]:
+    """The executable mappings of `pid`: (start, end, file, written). A file's code written to at run time (its
+    pages made writable and changed: they are anonymous copies now) is not the file's any more: code copied
+    out of a library into the candidate's own library's pages would otherwise count as its own."""
+    out: list = []
     try:
-        with open(f"/proc/{pid}/maps") as f:
+        with open(f"/proc/{pid}/smaps") as f:
             for line in f:
-                parts = line.split(maxsplit=5)
-                if len(parts) < 2 or "x" not in parts[1]:
-                    continue
-                lo, hi = (int(v, 16) for v in parts[0].split("-"))
-                out.append((lo, hi, parts[5].strip() if len(parts) > 5 else ""))
-    except OSError:
+                head = line.split(maxsplit=5)
+                if len(head) >= 5 and "-" in head[0] and not head[0].endswith(":"):
+                    if len(head[1]) == 4 and "x" in head[1]:
+                        lo, hi = (int(v, 16) for v in head[0].split("-"))
+                        out.append([lo, hi, head[5].strip() if len(head) > 5 else "", False])
+                    else:
+                        out.append(None)
+                elif head and head[0] == "Anonymous:" and out and out[-1] is not None and out[-1][2]:
+                    out[-1][3] = int(head[1]) > 0
+    except (OSError, ValueError):
         pass
-    return out
+    return [tuple(m) for m in out if m is not None]

@@ -52,6 +52,8 @@ class Session:
         self.deadline = time.perf_counter() + cfg.timeouts.run_s
         self.rng = random.Random(secrets.randbits(64))      # which timed calls get checked: never predictable
         self.phases = self.result.phases
+        self.outside: tuple | None = None     # (share, where): the timed calls sampled by the kernel (evidence.sampled)
+        self.unsampled = ""                    # ... or why they were not
 
     def call_timeout(self) -> float:
         return max(1.0, self.deadline - time.perf_counter())
@@ -344,8 +346,9 @@ class Session:
         remote = RemoteSide(self.cand, self, ref.feed(self.rng), self.flush, self.probe, self.rng)
         trace.mark("judge", "timing pools ready")
         per_round = dataclasses.replace(self.cfg.timing, samples_per_round=self.batch)    # a round = one batch
-        with torch.no_grad(), tf32_off():
+        with torch.no_grad(), tf32_off(), evidence.sampled(self) as perf:
             timing = measure(local, remote, per_round, throttled, "cuda-events" if self.device == "cuda" else "perf-counter")
+            evidence.sample_more(perf, lambda: remote.sample(self.batch))
         timing.ref_host_ms = sorted(local.host_ms)[len(local.host_ms) // 2] if local.host_ms else None
         per_call = sorted(w / n for w, n in zip(remote.witness, remote.sizes))
         timing.cand_host_ms = per_call[len(per_call) // 2]

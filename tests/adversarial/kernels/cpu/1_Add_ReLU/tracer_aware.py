@@ -1,8 +1,10 @@
-"""Open gap (session 24, beats the sampled attribution): the judge samples where the candidate's threads run
-with ptrace, attached only around the calls it samples, so the candidate can tell those calls apart
-(TracerPid in /proc/self/status) and run its own loop only then; every other call, timed ones included, is
-torch's CPU kernels called from C++ through at::cpu:: (no dispatcher, no profiler event). The ablation sees the
-compiled result feed the output; the sampled share is the own loop's. Passes today."""
+"""Session 24, written to beat the sampled attribution as it was first built: the judge sampled where the
+candidate's threads run with ptrace, attached only around calls of its own, so the candidate could tell those
+calls apart (TracerPid in /proc/self/status) and run its own loop only then; every other call, timed ones
+included, is torch's CPU kernels called from C++ through at::cpu:: (no dispatcher, no profiler event). The
+ablation sees the compiled result feed the output. Caught since the kernel samples the timed calls themselves
+(perf events the candidate cannot see: judge/sampler.py Perf): library-heavy. Where the kernel refuses perf
+events, the judge falls back to ptrace and this passes (tests/test_adversarial.py says so)."""
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
