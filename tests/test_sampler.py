@@ -67,7 +67,7 @@ def test_the_sampler_finds_where_a_process_runs_and_lets_it_go(tmp_path, code, e
             pcs, (share, top) = sampler.pcs, sampler.share()
         assert len(pcs) >= 50, len(pcs)
         if expect == "library":        # torch's matmul: libtorch_cpu (or the BLAS it links), never own code
-            assert share == 0.0 and "libtorch_cpu" in top, top
+            assert share == 0.0 and "libtorch_cpu" in top and "threads started" not in top, top
         else:                          # the interpreter is glue: nothing to attribute
             assert share is None and "too few" in top, top
         assert _tracer(proc.pid) == 0 and proc.poll() is None     # detached, and still running
@@ -124,6 +124,29 @@ def test_code_written_at_run_time_is_not_its_files(tmp_path):
         sampler = _sample(proc.pid, tmp_path, 0.4)
         share, top = sampler.share()
         assert share == 0.0 and "code written at run time" in top, top
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+THREADED_LOOP = """import threading, torch
+x = torch.randn(256, 256)
+print('up', flush=True)
+while True:
+    t = threading.Thread(target=lambda: [(x @ x).relu_() for _ in range(20)])
+    t.start()
+    t.join()"""
+
+
+def test_work_in_threads_started_after_the_events_counts_as_library(tmp_path):
+    """No event covers a thread started after the events were opened (a thread started and joined inside one
+    call): its CPU time, the process's less what the events counted, is library time."""
+    if perf_refused():
+        pytest.skip(f"the kernel refuses perf events here ({perf_refused()})")
+    proc = _child(THREADED_LOOP)
+    try:
+        share, top = _perf(proc.pid, tmp_path, 0.6).result
+        assert share is not None and share < 0.1 and "[threads started since]" in top, top
     finally:
         proc.kill()
         proc.wait()

@@ -184,10 +184,11 @@ class Sampler:
         return share(self.pcs, self.pid, self.own_root)
 
 
-def share(pcs: list[int], pid: int, own_root: str) -> tuple[float | None, str]:
-    """(own / (own + library), the largest places), or (None, why), for program counters sampled in `pid`."""
+def share(pcs: list[int], pid: int, own_root: str, unsampled: int = 0) -> tuple[float | None, str]:
+    """(own / (own + library), the largest places), or (None, why), for program counters sampled in `pid`,
+    one per ms of CPU time, and `unsampled` ms of CPU time in threads no event sampled (library)."""
     maps = _maps(pid)
-    kinds, per = Counter(), Counter()
+    kinds, per = Counter(library=unsampled), Counter({"[threads started since]": unsampled} if unsampled else {})
     for pc in pcs:
         path, written = next(((p, w) for lo, hi, p, w in maps if lo <= pc < hi), ("", False))
         kind = "library" if written else place(path, own_root)
@@ -208,8 +209,8 @@ class _PerfAttr(ctypes.Structure):       # struct perf_event_attr, its first 128
 
 
 PERF_OPEN = {"x86_64": 298, "aarch64": 241}.get(platform.machine())
-PERF_PAGES = 128         # ring buffer per thread: ~21,000 samples; later ones are dropped, not the earlier
-PERF_ENABLE, PERF_DISABLE, PERF_RECORD_SAMPLE = 0x2400, 0x2401, 9
+PERF_PAGES = 32          # ring buffer per thread: ~5,400 samples, drained after every batch (`drain`)
+PERF_ENABLE, PERF_DISABLE, PERF_RECORD_LOST, PERF_RECORD_SAMPLE = 0x2400, 0x2401, 2, 9
 
 
 def perf_refused() -> str | None:
@@ -224,15 +225,23 @@ def perf_refused() -> str | None:
 class Perf:
     """The kernel's sampling of the candidate's threads, invisible to it: a task-clock event per thread (one
     sample per ms of that thread's CPU time, user mode: its program counter), opened by the judge, read from
-    ring buffers only the judge maps. Nothing shows in the candidate (no tracer, no stop), so the calls sampled
-    can be its timed calls themselves; SamplingFailed where the kernel refuses (perf_event_paranoid, a
-    container's seccomp profile), and the judge falls back to Sampler."""
+    ring buffers only the judge maps. Threads started later have no event (the kernel maps no buffer of an
+    inherited per-thread event), so their CPU time, the process's less what the events counted, is counted
+    as library time (`unsampled_ms`): a thread started and joined inside one call hides nothing. Nothing shows in the candidate (no tracer,
+    no stop), so the calls sampled can be its timed calls themselves; SamplingFailed where the kernel refuses
+    (perf_event_paranoid, a container's seccomp profile, locked-memory limits), and the judge falls back to
+    Sampler. The buffers are drained after each batch, while the candidate is frozen (no writer), so none
+    fills: a full buffer drops new samples, and a candidate honest for its first seconds would be all they
+    held."""
 
     def __init__(self, pid: int, own_root: str):
         if PERF_OPEN is None or PC_INDEX is None:
             raise SamplingFailed(f"no perf events known for {platform.machine()}")
         self.pid, self.own_root = pid, os.path.join(os.path.realpath(own_root), "")
         self.events: list[tuple[int, mmap.mmap]] = []
+        self.samples: list[int] = []
+        self.lost = 0
+        self.cpu0, self.counted0 = 0.0, 0.0
         attr = _PerfAttr(type=1, size=ctypes.sizeof(_PerfAttr), config=1, sample_period=1_000_000,
                          sample_type=1 | 2, flags=1 | 32 | 64)   # TASK_CLOCK; IP | TID; disabled, user mode only
         try:
@@ -260,29 +269,65 @@ class Perf:
     def enable(self, on: bool = True) -> None:
         for fd, _ in self.events:
             fcntl.ioctl(fd, PERF_ENABLE if on else PERF_DISABLE, 0)
+        if on:
+            self.cpu0, self.counted0 = process_cpu_ms(self.pid), self._counted_ms()
 
-    def pcs(self) -> list[int]:
-        out = []
+    def _counted_ms(self) -> float:
+        """CPU time of the threads with events (task-clock counts while enabled, in ns)."""
+        return sum(struct.unpack("Q", os.read(fd, 8))[0] for fd, _ in self.events) / 1e6
+
+    def unsampled_ms(self) -> float:
+        """The process's CPU time since enable() that no event counted: threads it started since (beyond the
+        clock's 10 ms ticks, one per thread)."""
+        extra = process_cpu_ms(self.pid) - self.cpu0 - (self._counted_ms() - self.counted0)
+        return max(0.0, extra - 10.0 * (len(self.events) + 1))
+
+    def drain(self) -> None:
+        """Take every sample the buffers hold and free their room (data_tail); call while nothing of the
+        candidate runs."""
+        room = PERF_PAGES * mmap.PAGESIZE
         for _, ring in self.events:
-            head = min(struct.unpack_from("Q", ring, 1024)[0], PERF_PAGES * mmap.PAGESIZE)
-            data, off = mmap.PAGESIZE, 0
-            while off + 8 <= head:
-                kind, _, size = struct.unpack_from("IHH", ring, data + off)
+            head, tail = struct.unpack_from("QQ", ring, 1024)       # data_head, data_tail
+            while tail + 8 <= head:
+                kind, _, size = struct.unpack("IHH", _ring_bytes(ring, tail, 8, room))
                 if size < 8:
                     break
-                if kind == PERF_RECORD_SAMPLE and off + 24 <= head:
-                    out.append(struct.unpack_from("Q", ring, data + off + 8)[0])
-                off += size
-        return out
+                if kind == PERF_RECORD_SAMPLE and size >= 24:
+                    self.samples.append(struct.unpack("Q", _ring_bytes(ring, tail + 8, 8, room))[0])
+                elif kind == PERF_RECORD_LOST and size >= 24:
+                    self.lost += struct.unpack("Q", _ring_bytes(ring, tail + 16, 8, room))[0]
+                tail += size
+            struct.pack_into("Q", ring, 1032, tail)
+
+    def pcs(self) -> list[int]:
+        self.drain()
+        return self.samples
 
     def share(self) -> tuple[float | None, str]:
-        return share(self.pcs(), self.pid, self.own_root)
+        return share(self.pcs(), self.pid, self.own_root, round(self.unsampled_ms()))
 
     def close(self) -> None:
         for fd, ring in self.events:
             ring.close()
             os.close(fd)
         self.events = []
+
+
+def process_cpu_ms(pid: int) -> float:
+    """User + system CPU time of every thread `pid` has had, ended ones included (/proc/<pid>/stat)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rpartition(b")")[2].split()
+        return (int(fields[11]) + int(fields[12])) * 1e3 / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _ring_bytes(ring: mmap.mmap, pos: int, n: int, room: int) -> bytes:
+    """`n` bytes at position `pos` of a perf ring buffer's data (after its first page), wrapping at `room`."""
+    at = pos % room
+    first = ring[mmap.PAGESIZE + at:mmap.PAGESIZE + min(room, at + n)]
+    return first + ring[mmap.PAGESIZE:mmap.PAGESIZE + n - len(first)]
 
 
 def _maps(pid: int) -> list[tuple[int, int, str, bool]]:

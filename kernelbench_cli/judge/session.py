@@ -347,6 +347,7 @@ class Session:
         trace.mark("judge", "timing pools ready")
         per_round = dataclasses.replace(self.cfg.timing, samples_per_round=self.batch)    # a round = one batch
         with torch.no_grad(), tf32_off(), evidence.sampled(self) as perf:
+            remote.after_batch = perf.drain if perf else None
             timing = measure(local, remote, per_round, throttled, "cuda-events" if self.device == "cuda" else "perf-counter")
             evidence.sample_more(perf, lambda: remote.sample(self.batch))
         timing.ref_host_ms = sorted(local.host_ms)[len(local.host_ms) // 2] if local.host_ms else None

@@ -262,6 +262,7 @@ class RemoteSide:
         self.canary: list[tuple] = []       # per batch: the clock canary (size index, ms on the candidate's clock)
         self.first_rest: list = []          # per batch: [first call, mean of the others], the candidate's clock
         self.checked = 0
+        self.after_batch = None             # called after each batch, the candidate frozen (evidence.sampled)
 
     def batch(self, n: int, checks: set) -> list[float]:
         s = self.session
@@ -280,6 +281,8 @@ class RemoteSide:
         reply, wall = self.cand.call({"op": "call", "lanes": list(range(len(lanes))), "canary": (canary, at)},
                                      s.call_timeout(), "timing")
         wall += self.probe.after_call()        # the witness runs until the device is idle again
+        if self.after_batch:
+            self.after_batch()
         times = [float(x) for x in reply.times]
         if len(times) != len(lanes) or min(times, default=0.0) < 0:
             raise_protocol(f"{len(times)} time(s) for a batch of {len(lanes)} calls")
