@@ -52,6 +52,9 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "python_torch_unrecorded": ("integrity", {"library-heavy"}),   # ... and from Python
     # session 24: a candidate that knows when ptrace samples it; the kernel samples its timed calls (perf events)
     "tracer_aware": ("integrity", {"library-heavy"}),
+    # ... and the red team's answers to it: torch's own pages mapped back over themselves from a file of its own
+    "remap_identical": ("integrity", {"library-heavy"}),
+    "memfd_traversal": ("integrity", {"library-heavy"}),    # ... from a memfd named into the extension cache
 }
 if perf_refused():     # the ptrace fallback: the candidate tells its sampled calls apart (docs/integrity.md)
     EXPECTED["tracer_aware"] = ("ok", set())

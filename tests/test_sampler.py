@@ -96,7 +96,8 @@ def test_places_of_sampled_code(tmp_path):
         assert place(glue, root) == "glue", glue
     for library in ("/site-packages/torch/lib/libtorch_cpu.so", "/site-packages/numpy/core/_multiarray_umath.so",
                     "", "/memfd:code (deleted)", str(tmp_path / "elsewhere" / "ext.so"),
-                    str(own) + "-sibling/ext.so"):
+                    str(own) + "-sibling/ext.so", f"/memfd:x/..{root}ext-abc/jit (deleted)",
+                    f"{root}ext-abc/ext.so (deleted)", f"{root}../elsewhere/ext.so"):
         assert place(library, root) == "library", library
 
 

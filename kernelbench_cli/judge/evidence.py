@@ -150,7 +150,7 @@ def sampled(s):
         yield None
         return
     try:
-        perf = Perf(s.cand.pid, s.job["cache_dir"])
+        perf = Perf(s.cand.pid, s.job["cache_dir"], s.cand.code0)
     except SamplingFailed as e:
         s.unsampled = f"timed calls not sampled ({e})"
         yield None

@@ -20,7 +20,7 @@ from pathlib import Path
 from .. import sandbox, trace
 from ..channel import MAX_UNTRUSTED_MESSAGE, Channel, ChannelClosed, Reply, from_message
 from ..forking import fork_main, forkable
-from .sampler import Sampler, SamplingFailed
+from .sampler import Sampler, SamplingFailed, code_maps
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 # What a candidate process may see of the environment: enough to find compilers, libraries and the GPU;
@@ -99,6 +99,7 @@ class CandidateProcess:
         self.exit_status: int | None = None     # as Popen.returncode: -signal or the exit code
         self.ready = False
         self.threads0: set[str] = set()
+        self.code0: list = []
 
     # --- lifecycle ---
     def go(self) -> None:
@@ -120,6 +121,7 @@ class CandidateProcess:
         self.ready = True
         self.freeze()
         self.threads0 = self.threads()
+        self.code0 = code_maps(self.pid)        # torch's code, before any candidate code (judge/sampler.py)
 
     def _reap(self, options: int) -> bool:
         """waitpid; True if the process has stopped (records the exit status if it ended instead)."""
@@ -241,7 +243,7 @@ class CandidateProcess:
         self.thaw()
         deadline = time.perf_counter() + timeout
         try:
-            with Sampler(self.pid, own_root) as sampler:
+            with Sampler(self.pid, own_root, self.code0) as sampler:
                 try:
                     self.chan.send(msg)
                 except OSError:

@@ -68,19 +68,23 @@ def _ptrace(request: int, tid: int, addr=None, data=None) -> None:
 
 
 def place(path: str, own_root: str) -> str:
-    """own | glue | library for the file mapped at a sampled program counter ("" for anonymous memory)."""
-    if path and os.path.realpath(path).startswith(own_root):
+    """own | glue | library for the file mapped at a sampled program counter ("" for anonymous memory). The
+    name is the kernel's, taken as it is: a memfd's is the candidate's choice ("/memfd:x/../<cache>/..."; red
+    team, session 24), and a deleted file's is no file's."""
+    if not path.startswith("/") or path.startswith("/memfd:") or path.endswith(" (deleted)") or "/../" in path:
+        return "glue" if path in ("[vdso]", "[vsyscall]") else "library"
+    if path.startswith(own_root):
         return "own"
-    return "glue" if path and GLUE.search(path) else "library"
+    return "glue" if GLUE.search(path) else "library"
 
 
 class Sampler:
     """ptrace attachment to every thread of `pid` (a child of this process); use as a context manager."""
 
-    def __init__(self, pid: int, own_root: str):
+    def __init__(self, pid: int, own_root: str, before: list = ()):
         if PC_INDEX is None:
             raise SamplingFailed(f"no program counter known for {platform.machine()}")
-        self.pid, self.own_root = pid, os.path.join(os.path.realpath(own_root), "")
+        self.pid, self.own_root, self.before = pid, os.path.join(os.path.realpath(own_root), ""), list(before)
         self.tids: set[int] = set()
         self.pcs: list[int] = []
         self.exit_status: int | None = None     # the process's, if it ended while attached (reaped here)
@@ -181,20 +185,31 @@ class Sampler:
         self.tids.clear()
 
     def share(self) -> tuple[float | None, str]:
-        return share(self.pcs, self.pid, self.own_root)
+        return share(self.pcs, self.pid, self.own_root, self.before)
 
 
-def share(pcs: list[int], pid: int, own_root: str, unsampled: int = 0) -> tuple[float | None, str]:
+def share(pcs: list[int], pid: int, own_root: str, before: list, unsampled: int = 0) -> tuple[float | None, str]:
     """(own / (own + library), the largest places), or (None, why), for program counters sampled in `pid`,
-    one per ms of CPU time, and `unsampled` ms of CPU time in threads no event sampled (library)."""
+    one per ms of CPU time, and `unsampled` ms of CPU time in threads no event sampled (library).
+
+    A counter inside code mapped before the candidate's import (`before`, code_maps at the ready) is that
+    code's, whatever is mapped there now: the candidate's own file mapped over torch's pages, holding torch's
+    bytes at torch's addresses, ran as its own (red team, session 24). A file of its own mapped executable more
+    than once is not what the loader made of it, and counts as library."""
     maps = _maps(pid)
+    times = Counter(p for _, _, p, _ in maps if place(p, own_root) == "own")
     kinds, per = Counter(library=unsampled), Counter({"[threads started since]": unsampled} if unsampled else {})
     for pc in pcs:
-        path, written = next(((p, w) for lo, hi, p, w in maps if lo <= pc < hi), ("", False))
-        kind = "library" if written else place(path, own_root)
+        old = next((p for lo, hi, p in before if lo <= pc < hi), None)
+        path, written = (old, False) if old is not None else \
+            next(((p, w) for lo, hi, p, w in maps if lo <= pc < hi), ("", False))
+        kind = place(path, own_root)
+        why = " (code written at run time)" if written else " (mapped again)" if kind == "own" and times[path] > 1 \
+            else ""
+        kind = "library" if why else kind
         kinds[kind] += 1
         if kind != "glue":
-            per[(os.path.basename(path) or "[anonymous]") + (" (code written at run time)" if written else "")] += 1
+            per[(os.path.basename(path) or "[anonymous]") + why] += 1
     counted = kinds["own"] + kinds["library"]
     if counted < MIN_SAMPLES:
         return None, f"{counted} samples in compiled code (of {len(pcs)}): too few to attribute"
@@ -234,10 +249,10 @@ class Perf:
     fills: a full buffer drops new samples, and a candidate honest for its first seconds would be all they
     held."""
 
-    def __init__(self, pid: int, own_root: str):
+    def __init__(self, pid: int, own_root: str, before: list = ()):
         if PERF_OPEN is None or PC_INDEX is None:
             raise SamplingFailed(f"no perf events known for {platform.machine()}")
-        self.pid, self.own_root = pid, os.path.join(os.path.realpath(own_root), "")
+        self.pid, self.own_root, self.before = pid, os.path.join(os.path.realpath(own_root), ""), list(before)
         self.events: list[tuple[int, mmap.mmap]] = []
         self.samples: list[int] = []
         self.lost = 0
@@ -304,13 +319,28 @@ class Perf:
         return self.samples
 
     def share(self) -> tuple[float | None, str]:
-        return share(self.pcs(), self.pid, self.own_root, round(self.unsampled_ms()))
+        return share(self.pcs(), self.pid, self.own_root, self.before, round(self.unsampled_ms()))
 
     def close(self) -> None:
         for fd, ring in self.events:
             ring.close()
             os.close(fd)
         self.events = []
+
+
+def code_maps(pid: int) -> list[tuple[int, int, str]]:
+    """The executable mappings of `pid` as /proc/<pid>/maps lists them (cheaper than smaps): (start, end, name)."""
+    out = []
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            for line in f:
+                parts = line.split(maxsplit=5)
+                if len(parts) >= 2 and "x" in parts[1]:
+                    lo, hi = (int(v, 16) for v in parts[0].split("-"))
+                    out.append((lo, hi, parts[5].rstrip("\n") if len(parts) > 5 else ""))
+    except (OSError, ValueError):
+        pass
+    return out
 
 
 def process_cpu_ms(pid: int) -> float:
@@ -342,7 +372,7 @@ def _maps(pid: int) -> list[tuple[int, int, str, bool]]:
                 if len(head) >= 5 and "-" in head[0] and not head[0].endswith(":"):
                     if len(head[1]) == 4 and "x" in head[1]:
                         lo, hi = (int(v, 16) for v in head[0].split("-"))
-                        out.append([lo, hi, head[5].strip() if len(head) > 5 else "", False])
+                        out.append([lo, hi, head[5].rstrip("\n") if len(head) > 5 else "", False])
                     else:
                         out.append(None)
                 elif head and head[0] == "Anonymous:" and out and out[-1] is not None and out[-1][2]:
