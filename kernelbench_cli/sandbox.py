@@ -10,7 +10,8 @@
   act outside the calls it is timed on or touch the verdict: new processes and exec, leaving the process
   group, signals to other processes, another process's scheduling, priority, limits or pages (affinity,
   nice), unsetting the parent-death signal, ptrace and cross-process memory
-  access, new sockets, io_uring (which bypasses the filter), and every file-system mutation (open with a
+  access, perf events (its own would spend the user's locked-memory budget that the judge's sampling of it
+  needs: judge/sampler.py), new sockets, io_uring (which bypasses the filter), and every file-system mutation (open with a
   write flag, creat, rename, unlink, mkdir, chmod, truncate...). Threads stay allowed (torch needs them);
   the reference process watches them through /proc instead.
 
@@ -51,7 +52,7 @@ _X86_64 = {
                  mount=165, umount2=166, unshare=272, setns=308, open_by_handle_at=304, bpf=321,
                  init_module=175, finit_module=313, delete_module=176, kexec_load=246, reboot=169,
                  iopl=172, ioperm=173, swapon=167, swapoff=168, open_tree=428, move_mount=429, fsopen=430,
-                 fsmount=432),
+                 fsmount=432, perf_event_open=298),
     "enosys": dict(clone3=435, openat2=437),     # ENOSYS: libc falls back to clone / openat, checked below
     "clone": 56, "kill": 62, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297, "prctl": 157,
     "open": {2: 1, 257: 2},                      # syscall -> index of its flags argument
@@ -68,7 +69,8 @@ _AARCH64 = {
                  symlinkat=36, fchmod=52, fchmodat=53, fchown=55, fchownat=54, mknodat=33, chroot=51,
                  mount=40, umount2=39, unshare=97, setns=268, open_by_handle_at=265, bpf=280,
                  init_module=105, finit_module=273, delete_module=106, kexec_load=104, reboot=142,
-                 swapon=224, swapoff=225, open_tree=428, move_mount=429, fsopen=430, fsmount=432),
+                 swapon=224, swapoff=225, open_tree=428, move_mount=429, fsopen=430, fsmount=432,
+                 perf_event_open=241),
     "enosys": dict(clone3=435, openat2=437),
     "clone": 220, "kill": 129, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240, "prctl": 167,
     "open": {56: 2},

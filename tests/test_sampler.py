@@ -151,3 +151,25 @@ def test_work_in_threads_started_after_the_events_counts_as_library(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+PERF_IN_SANDBOX = """import sys
+from kernelbench_cli import sandbox
+from kernelbench_cli.judge.sampler import perf_refused
+before = perf_refused()
+if not sandbox.confine():
+    print("unsupported"); sys.exit()
+print(before is None, "|", perf_refused())"""
+
+
+def test_a_confined_candidate_cannot_open_perf_events():
+    """Its own perf buffers would spend the user's locked-memory budget, and a judge refused its events falls
+    back to ptrace, which a candidate can tell (docs/integrity.md)."""
+    if perf_refused():
+        pytest.skip(f"the kernel refuses perf events here ({perf_refused()})")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-c", PERF_IN_SANDBOX], capture_output=True, text=True, timeout=120,
+                          cwd=root, env=dict(os.environ, PYTHONPATH=root))
+    if proc.stdout.strip() == "unsupported":
+        pytest.skip("no seccomp filter for this machine")
+    assert proc.stdout.strip() == "True | perf events refused (Operation not permitted)", (proc.stdout, proc.stderr)
