@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from kernelbench_cli.judge.sampler import Perf, Sampler, perf_refused, place
+from kernelbench_cli.judge.sampler import Perf, Sampler, code_maps, perf_refused, place
 
 TORCH_LOOP = "import torch, sys; x = torch.randn(256, 256); print('up', flush=True)\nwhile True: (x @ x).relu_()"
 PYTHON_LOOP = "import sys; print('up', flush=True)\nwhile True: sum(range(1000))"
@@ -27,10 +27,10 @@ def _tracer(pid: int) -> int:
         return int(next(line for line in f if line.startswith("TracerPid:")).split()[1])
 
 
-def _sample(pid: int, own_root, seconds: float) -> Sampler:
+def _sample(pid: int, own_root, seconds: float, before=()) -> Sampler:
     r, w = os.pipe()        # never written: sample for the whole time
     try:
-        with Sampler(pid, str(own_root)) as sampler:
+        with Sampler(pid, str(own_root), before) as sampler:
             assert _tracer(pid) == os.getpid()
             sampler.sample_until(r, time.perf_counter() + seconds)
     finally:
@@ -102,7 +102,10 @@ def test_places_of_sampled_code(tmp_path):
 
 
 # The child rewrites (with the same bytes) every page of the interpreter's code: that code is now written.
-WRITTEN_LOOP = """import ctypes, os
+WRITTEN_LOOP = """import ctypes, os, sys
+if len(sys.argv) > 1:      # the judge's baseline first
+    print('up', flush=True)
+    sys.stdin.readline()
 libc = ctypes.CDLL(None)
 libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 for line in list(open('/proc/self/maps')):
@@ -117,12 +120,25 @@ print('up', flush=True)
 while True: sum(range(1000))"""
 
 
-def test_code_written_at_run_time_is_not_its_files(tmp_path):
+@pytest.mark.parametrize("baseline", [False, True], ids=["written", "written-after-the-baseline"])
+def test_code_written_at_run_time_is_not_its_files(tmp_path, baseline):
     """Library code copied into the candidate's own library's pages would count as its own: a file's code
-    pages written at run time count as library code wherever they are (here the interpreter's, glue before)."""
-    proc = _child(WRITTEN_LOOP)
+    pages written at run time count as library code wherever they are (here the interpreter's, glue before).
+    Also where that code was mapped before the import, whose place is otherwise kept (red team, session 24:
+    numpy's add loop copied over a function of libtorch_python ran as glue)."""
+    if baseline:
+        proc = subprocess.Popen([sys.executable, "-c", WRITTEN_LOOP, "wait"], stdout=subprocess.PIPE,
+                                stdin=subprocess.PIPE)
+        assert proc.stdout.readline().strip() == b"up"
+        before = code_maps(proc.pid)
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+    else:
+        proc, before = _child(WRITTEN_LOOP), ()
     try:
-        sampler = _sample(proc.pid, tmp_path, 0.4)
+        if baseline:
+            assert proc.stdout.readline().strip() == b"up"
+        sampler = _sample(proc.pid, tmp_path, 0.4, before)
         share, top = sampler.share()
         assert share == 0.0 and "code written at run time" in top, top
     finally:

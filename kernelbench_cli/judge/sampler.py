@@ -192,20 +192,21 @@ def share(pcs: list[int], pid: int, own_root: str, before: list, unsampled: int 
     """(own / (own + library), the largest places), or (None, why), for program counters sampled in `pid`,
     one per ms of CPU time, and `unsampled` ms of CPU time in threads no event sampled (library).
 
-    A counter inside code mapped before the candidate's import (`before`, code_maps at the ready) is that
-    code's, whatever is mapped there now: the candidate's own file mapped over torch's pages, holding torch's
-    bytes at torch's addresses, ran as its own (red team, session 24). A file of its own mapped executable more
-    than once is not what the loader made of it, and counts as library."""
+    Code mapped before the candidate's import (`before`, code_maps at the ready) must still be that file's,
+    unwritten: the candidate's own file mapped over torch's pages, holding torch's bytes at torch's addresses,
+    ran as its own, and numpy's add loop copied over an unused function of libtorch_python ran as glue (red
+    team, session 24); any other mapping there, or written pages anywhere, count as library. A file of its own
+    mapped executable more than once is not what the loader made of it, and counts as library too."""
     maps = _maps(pid)
     times = Counter(p for _, _, p, _ in maps if place(p, own_root) == "own")
     kinds, per = Counter(library=unsampled), Counter({"[threads started since]": unsampled} if unsampled else {})
     for pc in pcs:
+        path, written = next(((p, w) for lo, hi, p, w in maps if lo <= pc < hi), ("", False))
         old = next((p for lo, hi, p in before if lo <= pc < hi), None)
-        path, written = (old, False) if old is not None else \
-            next(((p, w) for lo, hi, p, w in maps if lo <= pc < hi), ("", False))
         kind = place(path, own_root)
-        why = " (code written at run time)" if written else " (mapped again)" if kind == "own" and times[path] > 1 \
-            else ""
+        why = " (code written at run time)" if written else \
+            f" (mapped over {os.path.basename(old) or 'code'})" if old is not None and old != path else \
+            " (mapped again)" if kind == "own" and times[path] > 1 else ""
         kind = "library" if why else kind
         kinds[kind] += 1
         if kind != "glue":
