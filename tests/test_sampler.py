@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from kernelbench_cli.judge.sampler import Perf, Sampler, code_maps, perf_refused, place
+from kernelbench_cli.judge.sampler import Perf, Sampler, code_maps, perf_refused, place, share
 
 TORCH_LOOP = "import torch, sys; x = torch.randn(256, 256); print('up', flush=True)\nwhile True: (x @ x).relu_()"
 PYTHON_LOOP = "import sys; print('up', flush=True)\nwhile True: sum(range(1000))"
@@ -189,3 +189,38 @@ def test_a_confined_candidate_cannot_open_perf_events():
     if proc.stdout.strip() == "unsupported":
         pytest.skip("no seccomp filter for this machine")
     assert proc.stdout.strip() == "True | perf events refused (Operation not permitted)", (proc.stdout, proc.stderr)
+
+
+MAPPING_LOOP = """import mmap, sys
+f = open(sys.executable, 'rb')
+print('up', flush=True)
+while True:
+    mmap.mmap(f.fileno(), 4096, prot=mmap.PROT_READ | mmap.PROT_EXEC, flags=mmap.MAP_PRIVATE).close()
+    sum(range(10000))"""
+
+
+def test_code_mapped_while_sampled_is_library(tmp_path):
+    """The places are read once, after the samples: a candidate mapped numpy's code at an address for each call
+    and a file of its own cache over it before returning (red team, session 24). The kernel records every
+    executable mapping a sampled thread makes, and samples there are library whatever is mapped at the end."""
+    if perf_refused():
+        pytest.skip(f"the kernel refuses perf events here ({perf_refused()})")
+    proc = _child(MAPPING_LOOP)
+    try:
+        perf = Perf(proc.pid, str(tmp_path))
+        try:
+            perf.enable()
+            time.sleep(0.3)
+            perf.enable(False)
+            perf.drain()
+            mapped = perf.mapped
+        finally:
+            perf.close()
+        assert len(mapped) > 10 and all(hi - lo == 4096 for lo, hi in mapped), mapped[:3]
+    finally:
+        proc.kill()
+        proc.wait()
+    lo, hi, path = next(m for m in code_maps(os.getpid()) if m[2] and place(m[2], str(tmp_path) + "/") == "glue")
+    assert share([lo] * 40, os.getpid(), str(tmp_path) + "/", [], 0, [(lo, hi)]) == \
+        (0.0, f"{os.path.basename(path)} (mapped during its calls) 100% (40 samples)")
+    assert share([lo] * 40, os.getpid(), str(tmp_path) + "/", [], 0, [])[0] is None      # glue, unmapped

@@ -74,7 +74,7 @@ def place(path: str, own_root: str) -> str:
     if not path.startswith("/") or path.startswith("/memfd:") or path.endswith(" (deleted)") or "/../" in path:
         return "glue" if path in ("[vdso]", "[vsyscall]") else "library"
     if path.startswith(own_root):
-        return "own"
+        return "own" if path.endswith(".so") else "library"     # (not an object file or ninja's: main.o)
     return "glue" if GLUE.search(path) else "library"
 
 
@@ -188,7 +188,8 @@ class Sampler:
         return share(self.pcs, self.pid, self.own_root, self.before)
 
 
-def share(pcs: list[int], pid: int, own_root: str, before: list, unsampled: int = 0) -> tuple[float | None, str]:
+def share(pcs: list[int], pid: int, own_root: str, before: list, unsampled: int = 0,
+          mapped: list = ()) -> tuple[float | None, str]:
     """(own / (own + library), the largest places), or (None, why), for program counters sampled in `pid`,
     one per ms of CPU time, and `unsampled` ms of CPU time in threads no event sampled (library).
 
@@ -196,7 +197,10 @@ def share(pcs: list[int], pid: int, own_root: str, before: list, unsampled: int 
     unwritten: the candidate's own file mapped over torch's pages, holding torch's bytes at torch's addresses,
     ran as its own, and numpy's add loop copied over an unused function of libtorch_python ran as glue (red
     team, session 24); any other mapping there, or written pages anywhere, count as library. A file of its own
-    mapped executable more than once is not what the loader made of it, and counts as library too."""
+    mapped executable more than once is not what the loader made of it, and counts as library too. So does
+    code at addresses mapped while it was sampled (`mapped`): the places are read once, at the end, and a
+    candidate mapped numpy's code there for each call and a file of its own cache over it before returning
+    (red team, session 24)."""
     maps = _maps(pid)
     times = Counter(p for _, _, p, _ in maps if place(p, own_root) == "own")
     kinds, per = Counter(library=unsampled), Counter({"[threads started since]": unsampled} if unsampled else {})
@@ -205,6 +209,7 @@ def share(pcs: list[int], pid: int, own_root: str, before: list, unsampled: int 
         old = next((p for lo, hi, p in before if lo <= pc < hi), None)
         kind = place(path, own_root)
         why = " (code written at run time)" if written else \
+            " (mapped during its calls)" if any(lo <= pc < hi for lo, hi in mapped) else \
             f" (mapped over {os.path.basename(old) or 'code'})" if old is not None and old != path else \
             " (mapped again)" if kind == "own" and times[path] > 1 else ""
         kind = "library" if why else kind
@@ -226,7 +231,7 @@ class _PerfAttr(ctypes.Structure):       # struct perf_event_attr, its first 128
 
 PERF_OPEN = {"x86_64": 298, "aarch64": 241}.get(platform.machine())
 PERF_PAGES = 32          # ring buffer per thread: ~5,400 samples, drained after every batch (`drain`)
-PERF_ENABLE, PERF_DISABLE, PERF_RECORD_LOST, PERF_RECORD_SAMPLE = 0x2400, 0x2401, 2, 9
+PERF_ENABLE, PERF_DISABLE, PERF_RECORD_MMAP, PERF_RECORD_LOST, PERF_RECORD_SAMPLE = 0x2400, 0x2401, 1, 2, 9
 
 
 def perf_refused() -> str | None:
@@ -257,9 +262,11 @@ class Perf:
         self.events: list[tuple[int, mmap.mmap]] = []
         self.samples: list[int] = []
         self.lost = 0
+        self.mapped: list[tuple[int, int]] = []     # code mapped while sampled (PERF_RECORD_MMAP)
         self.cpu0, self.counted0 = 0.0, 0.0
         attr = _PerfAttr(type=1, size=ctypes.sizeof(_PerfAttr), config=1, sample_period=1_000_000,
-                         sample_type=1 | 2, flags=1 | 32 | 64)   # TASK_CLOCK; IP | TID; disabled, user mode only
+                         sample_type=1 | 2, flags=1 | 32 | 64 | 256)
+        # (TASK_CLOCK; IP | TID; disabled, user mode only, a record of each executable mapping a thread makes)
         try:
             tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
         except OSError as e:
@@ -310,6 +317,9 @@ class Perf:
                     break
                 if kind == PERF_RECORD_SAMPLE and size >= 24:
                     self.samples.append(struct.unpack("Q", _ring_bytes(ring, tail + 8, 8, room))[0])
+                elif kind == PERF_RECORD_MMAP and size >= 40:        # pid, tid, addr, len, pgoff, name
+                    addr, length = struct.unpack("QQ", _ring_bytes(ring, tail + 16, 16, room))
+                    self.mapped.append((addr, addr + length))
                 elif kind == PERF_RECORD_LOST and size >= 24:
                     self.lost += struct.unpack("Q", _ring_bytes(ring, tail + 16, 8, room))[0]
                 tail += size
@@ -320,7 +330,8 @@ class Perf:
         return self.samples
 
     def share(self) -> tuple[float | None, str]:
-        return share(self.pcs(), self.pid, self.own_root, self.before, round(self.unsampled_ms()))
+        pcs = self.pcs()
+        return share(pcs, self.pid, self.own_root, self.before, round(self.unsampled_ms()), self.mapped)
 
     def close(self) -> None:
         for fd, ring in self.events:
