@@ -49,6 +49,7 @@ if has env; then
   python3 -c "import triton; print('triton', triton.__version__)" || echo "triton: not installed"
   ls .whl/*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-deps .whl/*.whl 2>&1 | grep -v WARNING | tail -1   # this python, not the first pip on PATH
   nproc
+  python3 -c "from kernelbench_cli.judge.sampler import perf_refused as r; print('perf events for the CPU attribution:', r() or 'available')"
 fi
 if has threads; then
   python3 scripts/probe_threads.py
