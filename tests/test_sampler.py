@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from kernelbench_cli.judge.sampler import Perf, Sampler, code_maps, perf_refused, place, share
+from kernelbench_cli.judge.sampler import Perf, Sampler, code_maps, perf_refused, place, process_cpu_ms, share
 
 TORCH_LOOP = "import torch, sys; x = torch.randn(256, 256); print('up', flush=True)\nwhile True: (x @ x).relu_()"
 PYTHON_LOOP = "import sys; print('up', flush=True)\nwhile True: sum(range(1000))"
@@ -71,18 +71,12 @@ def test_the_sampler_finds_where_a_process_runs_and_lets_it_go(tmp_path, code, e
         else:                          # the interpreter is glue: nothing to attribute
             assert share is None and "too few" in top, top
         assert _tracer(proc.pid) == 0 and proc.poll() is None     # detached, and still running
-        before = _cpu_ticks(proc.pid)
+        before = process_cpu_ms(proc.pid)
         time.sleep(0.2)
-        assert _cpu_ticks(proc.pid) > before                       # ... not left stopped
+        assert process_cpu_ms(proc.pid) > before                       # ... not left stopped
     finally:
         proc.kill()
         proc.wait()
-
-
-def _cpu_ticks(pid: int) -> int:
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        fields = f.read().rpartition(b")")[2].split()
-    return int(fields[11]) + int(fields[12])        # utime + stime
 
 
 def test_places_of_sampled_code(tmp_path):

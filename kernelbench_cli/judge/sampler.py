@@ -78,13 +78,18 @@ def place(path: str, own_root: str) -> str:
     return "glue" if GLUE.search(path) else "library"
 
 
+def _root(own_root: str) -> str:
+    """The extension cache as the kernel names its files: resolved, with a trailing separator."""
+    return os.path.join(os.path.realpath(own_root), "")
+
+
 class Sampler:
     """ptrace attachment to every thread of `pid` (a child of this process); use as a context manager."""
 
     def __init__(self, pid: int, own_root: str, before: list = ()):
         if PC_INDEX is None:
             raise SamplingFailed(f"no program counter known for {platform.machine()}")
-        self.pid, self.own_root, self.before = pid, os.path.join(os.path.realpath(own_root), ""), list(before)
+        self.pid, self.own_root, self.before = pid, _root(own_root), list(before)
         self.tids: set[int] = set()
         self.pcs: list[int] = []
         self.exit_status: int | None = None     # the process's, if it ended while attached (reaped here)
@@ -258,7 +263,7 @@ class Perf:
     def __init__(self, pid: int, own_root: str, before: list = ()):
         if PERF_OPEN is None or PC_INDEX is None:
             raise SamplingFailed(f"no perf events known for {platform.machine()}")
-        self.pid, self.own_root, self.before = pid, os.path.join(os.path.realpath(own_root), ""), list(before)
+        self.pid, self.own_root, self.before = pid, _root(own_root), list(before)
         self.events: list[tuple[int, mmap.mmap]] = []
         self.samples: list[int] = []
         self.lost = 0
