@@ -43,7 +43,6 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "aten_wrapper": ("integrity", {"library-heavy"}),
     "inplace_noop": ("integrity", {"no-custom-kernel"}),
     "call_count_stale": ("integrity", {"cached-result"}),
-    "pool_prefix": ("integrity", {"cached-result"}),
     # session 13: a forward that tests its kernel's result and fails under the ablation proves nothing
     "raise_on_noise": ("integrity", {"no-custom-kernel", "library-heavy"}),
     # session 23's red team: torch's work the in-process profiler cannot see; the judge samples it (session 24)
@@ -117,11 +116,17 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
     assert "generalisation" in vf_flags and ("library-heavy" in vf_flags) == (vf["custom_share"] < 0.5) and \
         vf["status"] == ("integrity" if "library-heavy" in vf_flags else "incorrect"), \
         (vf["status"], sorted(vf_flags), vf["custom_share"], vf["message"][:300])
+    # prefix sums of inputs seen: its shortcut answers wrong only for a timed input drawn from a pool set it has
+    # met before, so where no checked call was one (two slow rounds, 3 checked calls: CI at bb2cca4) every
+    # answer checked was honest and cost it ~50x (0.019x); caught whenever a checked call meets the shortcut
+    pool = got["pool_prefix"]
+    assert pool["status"] == "integrity" and "cached-result" in {f["name"] for f in pool["flags"]} or \
+        pool["status"] == "ok" and pool["timing"]["speedup"] < 0.5, (pool["status"], pool["flags"], pool["timing"])
     cache = got["pointer_cache"]
     assert cache["status"] in ("integrity", "incorrect"), cache["message"]
     if cache["status"] == "integrity":
         assert "cached-result" in {f["name"] for f in cache["flags"]}
-    assert set(got) == set(EXPECTED) | {"pointer_cache", "median_lie", "lie_then_honest", "identity_after_torch",
+    assert set(got) == set(EXPECTED) | {"pointer_cache", "pool_prefix", "median_lie", "lie_then_honest", "identity_after_torch",
                                         "honest", "exit_on_noise", "variant_fallback"} | set(HARMLESS) | set(HONEST_TWINS)
     for name in HONEST_TWINS:
         assert got[name]["status"] == "ok" and got[name]["flags"] == [], (name, got[name]["message"])
