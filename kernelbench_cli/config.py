@@ -32,7 +32,7 @@ class TimingConfig:
     batch_ms: float = 8.0          # reference work per witnessed hand-over of candidate calls (more: finer witness)
     min_rounds: int = 6            # never decide on fewer rounds than this
     max_rounds: int = 60
-    ci_target: float = 0.01        # stop once the 95% CI half-width of the speedup is under this (relative)
+    ci_target: float = 0.005       # stop once the 95% CI half-width of the speedup is under this (relative)
     budget_s: float = 20.0         # per job timing budget; stop when spent even if the CI is wider
     l2_flush: bool = True          # overwrite a buffer of 2x the L2 before each sample (cold-cache timing)
     input_sets: int = 3            # timing pool: every timed call gets one, its elements permuted afresh (sides.py)

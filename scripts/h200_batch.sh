@@ -14,6 +14,8 @@
 #   quality    scripts/bench_timing_quality.py (A/A, repeatability in 3 processes, ncu agreement)
 #   aadiag     A/A (calibrate-noise) at timing.batch_ms 2, 8, 32 and with the L2 flush off, and scripts/probe_aa.py
 #              (the judge's batch timing in one process and in a second, own vs IPC lanes): where the residual comes from
+#   placement  scripts/probe_placement.py: one process, the reference in 8 memory pools: does placement move a
+#              memory-bound reference's time by the A/A's steady L2/3 offset (issue 15)?
 #   gate       scripts/gate_noise.py: unchanged reruns / reruns with every candidate slowed 2x against the committed
 #              baseline ($GATE_RERUNS each, default 5; issue 19), or one saved from $GATE_BASE_RUNS runs first
 #   alltests   the whole pytest suite, CPU and GPU tests together ($PYTEST_ARGS)
@@ -126,6 +128,10 @@ if has aadiag; then   # the A/A residual (session 18: 1.02x on memory-bound prob
   # the same reference timed the judge's way in one process and a second one, with and without CUDA IPC lanes
   timed python3 scripts/probe_aa.py level1/8_Transpose level1/5_RMSNorm level2/3_ResidualAdd_RMSNorm \
     level2/56_Matmul_Sigmoid_Sum --out "$ART/probe-aa.json"
+fi
+if has placement; then
+  CUDA_VISIBLE_DEVICES=0 timed python3 scripts/probe_placement.py level2/3_ResidualAdd_RMSNorm level1/5_RMSNorm \
+    level1/8_Transpose --placements 8 --rounds 20 --out "$ART/placement.json"
 fi
 if has gate; then   # issue 19: unchanged reruns pass and reruns with every candidate 2x slower fail, against the
   # committed baseline (saved from three runs in an earlier session: does it stay valid?); $GATE_RERUNS of each
