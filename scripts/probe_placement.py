@@ -68,10 +68,14 @@ def probe(problem: str, placements: int, rounds: int, batch_ms: float, seed: int
                 p["ms"].append(statistics.fmean(ms))
     meds = [statistics.median(p["ms"]) for p in places]
     within = [statistics.median(abs(x / statistics.median(p["ms"]) - 1) for x in p["ms"]) for p in places]
-    return {"problem": problem, "calls_per_batch": n, "rounds": rounds,
-            "placements": [{"pad_mib": p["pad_mib"], "median_ms": m, "rounds_ms": p["ms"]} for p, m in zip(places, meds)],
-            "spread_across": (max(meds) - min(meds)) / min(meds),
-            "spread_within_median": statistics.median(within)}
+    out = {"problem": problem, "calls_per_batch": n, "rounds": rounds,
+           "placements": [{"pad_mib": p["pad_mib"], "median_ms": m, "rounds_ms": p["ms"]} for p, m in zip(places, meds)],
+           "spread_across": (max(meds) - min(meds)) / min(meds),
+           "spread_within_median": statistics.median(within)}
+    places.clear()                  # the pools' memory back to the driver before the next problem's
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    return out
 
 
 def main() -> int:
