@@ -96,11 +96,8 @@ def child(problem: str, shared, n: int, conn) -> None:
         conn.send(batch(model, own if what == "child-own" else shared, flush, keep=True, lead=what == "child-lead"))
 
 
-def probe(problem: str, rounds: int, batch_ms: float) -> dict:
-    mod = load(problem)
-    model = model_of(mod)
-    torch.manual_seed(1)
-    template = [x.cuda() for x in mod.get_inputs()]
+def calls_per_batch(model, template: list, batch_ms: float) -> int:
+    """Calls for batch_ms of work (4 to 64), from one warm call's time, as the judge sizes a batch."""
     with torch.no_grad():
         for _ in range(3):
             model(*template)
@@ -110,7 +107,15 @@ def probe(problem: str, rounds: int, batch_ms: float) -> dict:
         model(*template)
         end.record()
         torch.cuda.synchronize()
-    n = max(4, min(64, math.ceil(batch_ms / max(start.elapsed_time(end), 1e-3))))
+    return max(4, min(64, math.ceil(batch_ms / max(start.elapsed_time(end), 1e-3))))
+
+
+def probe(problem: str, rounds: int, batch_ms: float) -> dict:
+    mod = load(problem)
+    model = model_of(mod)
+    torch.manual_seed(1)
+    template = [x.cuda() for x in mod.get_inputs()]
+    n = calls_per_batch(model, template, batch_ms)
     lanes = [[x.clone() for x in template] for _ in range(n)]
     shared = [[x.clone() for x in template] for _ in range(n)]
     flush = flush_buffer()

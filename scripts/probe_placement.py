@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import statistics
 import sys
@@ -31,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from probe_aa import batch, flush_buffer, load, model_of     # scripts/ is on sys.path when run as a script
+from probe_aa import batch, calls_per_batch, flush_buffer, load, model_of     # scripts/ is on sys.path when run as a script
 
 
 def probe(problem: str, placements: int, rounds: int, batch_ms: float, seed: int) -> dict:
@@ -41,11 +40,7 @@ def probe(problem: str, placements: int, rounds: int, batch_ms: float, seed: int
     torch.manual_seed(1)
     template = [x.cuda() for x in mod.get_inputs()]
     flush = flush_buffer()
-    with torch.no_grad():
-        for _ in range(3):
-            model(*template)
-    one = batch(model, [template], flush, keep=False)[0]
-    n = max(4, min(64, math.ceil(batch_ms / max(one, 1e-3))))
+    n = calls_per_batch(model, template, batch_ms)
     places = []
     for _ in range(placements):
         pool = torch.cuda.MemPool()
