@@ -36,6 +36,7 @@ def kbench(*args: str) -> dict:
 
 def part_aa(problems: list[str], extra: list[str], out: Path) -> list[dict]:
     doc = kbench("calibrate-noise", *problems, "--out", str(out / "runs"), *extra)
+    (out / "aa_results.json").write_text(json.dumps(doc))    # every round, for scripts/aa_rounds.py
     rows = []
     print("\nA/A: reference against itself")
     print(f"{'problem':42s} {'time':>10s} {'speedup':>8s} {'95% CI':>18s} {'CI width':>9s}  target")
