@@ -115,7 +115,7 @@ if has quality; then
     --aa level1/5_RMSNorm level1/8_Transpose level2/3_ResidualAdd_RMSNorm level2/56_Matmul_Sigmoid_Sum \
     --repeat level1/8_Transpose=kernels/level1/8_Transpose/tiled64.py \
     --ncu level1/8_Transpose=kernels/level1/8_Transpose/tiled64.py -- --set timing.budget_s=6
-  cp "$RUNS/quality/timing_quality.json" "$ART/quality.json"
+  cp "$RUNS/quality/timing_quality.json" "$ART/quality.json"; cp "$RUNS/quality/aa_results.json" "$ART/aa_results.json"
 fi
 if has aadiag; then   # the A/A residual (session 18: 1.02x on memory-bound problems after the reference was timed in
   # batches): does it shrink with larger batches (a per-batch cost) or stay (per call), and with the flush off?
