@@ -240,7 +240,8 @@ class Server:
 
     def op_call(self, msg, fds) -> Reply:
         """A batch of calls, one per lane named, back to back, each timed with this process's clock, the L2
-        flushed between them (the judge flushed it before the first); after the last, each call's outputs are
+        flushed between them (the judge flushed it before the first, which a full-device hold precedes:
+        l2flush.HOLD_CYCLES); after the last, each call's outputs are
         copied into its lane's slots (CUDA) or left where the judge can read them (CPU). On CUDA the host
         queues work ahead of the device, so the witness measures the device's time, not this loop's Python."""
         torch = self.torch
@@ -254,8 +255,10 @@ class Server:
                 inputs, outputs = self.lanes[lane] if "shape" not in msg else self.shape_lanes[msg["shape"]][:2]
                 if msg.get("views"):      # a layout trial: the same slots, viewed non-contiguously
                     inputs = [view_of(x, v) for x, v in zip(inputs, msg["views"])]
-                if pos and self.flush is not None:
+                if self.flush is not None and pos:
                     self.flush()
+                elif self.flush is not None:
+                    self.flush.hold()     # (the judge flushed before the first call)
                 if self.device == "cuda":
                     if pos == at:
                         canary = self._canary(size)
