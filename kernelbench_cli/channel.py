@@ -161,6 +161,9 @@ class Reply:
     custom_share: float = -1.0
     top: str = ""
     sandbox: str = ""
+    diag: list = field(default_factory=list)      # CUDA, a batch: [device span from before the hold to after the
+    #                                               copies, host ms from receipt to: all queued, delivered, synced]
+    #                                               (where a batch's time beyond its calls goes; only reported)
 
 
 # --- tensors mapped once per job --------------------------------------------------------------------

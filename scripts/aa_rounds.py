@@ -59,6 +59,22 @@ def one(r: dict, show_rounds: bool) -> None:
               f"{geomean([x['ref_rest'] / x['cand_rest'] for x in rows]):.4f}")
     print(f"  speedup as reported {as_reported:.4f} (kbench {t.get('speedup'):.4f}); own clock only {own:.4f}; "
           f"without the {len(rows) - len(clean)} priced round(s) {geomean([x['ref'] / x['cand'] for x in clean]):.4f}")
+    diag = t.get("batch_diag_ms") or {}
+    if diag.get("ping") and diag.get("cand"):
+        names = ("witness", "claimed", "excess", "dev span", "span-claimed", "host queued", "delivered", "synced",
+                 "witness-synced")
+        def cols(rows):
+            out = []
+            for x in rows:
+                w, c, *said = x
+                more = [said[0], said[0] - c, *said[1:], w - said[3]] if len(said) == 4 else [None] * 6
+                out.append([w, c, w - c, *more])
+            return [statistics.median(v for v in col if v is not None) if any(v is not None for v in col) else None
+                    for col in zip(*out)]
+        ping, cand = cols(diag["ping"][1:]), cols(diag["cand"])
+        print("  batch, median ms   " + " ".join(f"{n:>12s}" for n in names))
+        for label, row in (("ping (stand-in)", ping), ("timed (candidate)", cand)):
+            print(f"  {label:19s}" + " ".join(f"{v:12.4f}" if v is not None else f"{'-':>12s}" for v in row))
     print(f"  per-round spread (stdev/mean): ref {statistics.pstdev(ref) / statistics.mean(ref):.4f}, "
           f"own {statistics.pstdev([x['own'] for x in rows]) / statistics.mean([x['own'] for x in rows]):.4f}, "
           f"cand {statistics.pstdev(cand) / statistics.mean(cand):.4f}; excess per batch median "

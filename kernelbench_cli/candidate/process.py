@@ -249,6 +249,8 @@ class Server:
         reply = Reply(op="done")
         events, done = [], []
         (size, at), canary = msg.get("canary", (-1, -1)), None    # clock canary (clocks.py): size, position
+        t_in = perf_counter_ns()
+        head = self.timer.mark() if self.device == "cuda" else None
         with torch.no_grad():
             model = self.model if "shape" not in msg else self.shape_model(msg["shape"])
             for pos, lane in enumerate(msg.get("lanes", [0])):
@@ -273,11 +275,14 @@ class Server:
                 del out
             if self.device == "cuda" and canary is None:      # (after the last call)
                 canary = self._canary(size)
+            t_queued = perf_counter_ns()
             for lane, self.inputs, self.outputs, out in done:
                 reply.each.append(self._deliver(out, lane))
             done.clear()
             if self.device == "cuda":
-                *reply.times, reply.canary = self.timer.elapsed_ms(events + [canary])
+                tail, t_delivered = self.timer.mark(), perf_counter_ns()
+                *reply.times, reply.canary, span = self.timer.elapsed_ms(events + [canary, (head, tail)])
+                reply.diag = [span] + [(t - t_in) / 1e6 for t in (t_queued, t_delivered, perf_counter_ns())]
         self.inputs, self.outputs = self.lanes[0]       # (after a shapes call: what profiling runs on)
         reply.calls = self._calls()
         return reply

@@ -26,7 +26,7 @@ from ..timing import measure
 from .handle import CandidateFailed, CandidateProcess
 from . import evidence, generalise
 from .reference import Reference
-from .sides import DeviceProbe, Flush, LocalSide, RemoteSide, calls_per_batch
+from .sides import DeviceProbe, Flush, LocalSide, RemoteSide, batch_diag, calls_per_batch
 
 # Hand-over calibration batches per device: up to PINGS, at least PINGS_MIN (two per canary size), for about
 # PING_BUDGET_S. CUDA had 30 / 0.5 s until session 22: 0.26-0.59 s of every job (the H200 suite's median 0.43 s)
@@ -132,6 +132,7 @@ class Session:
         self.canary_before: list[tuple] = []     # (size index, ms) per ping
         self.standin_reuses = False       # the reference's own outputs share storage between calls
         lanes = list(range(self.batch))
+        self.ping_diag: list = []
         most, least, budget = PINGS[self.device]
         while len(walls) < most and (len(walls) < least or time.perf_counter() - spent < budget):
             for k, (ins, _) in enumerate(self.lanes):
@@ -145,6 +146,7 @@ class Session:
             self.standin_reuses = self.standin_reuses or self.reuse(reply) is not None
             probes.append(self.probe.latency() if self.probe.cuda else 0.0)
             walls.append(wall + probes[-1] - reply.ms)
+            self.ping_diag.append(batch_diag(wall + probes[-1], reply.ms, reply))
             self.canary_before.append((canary, float(reply.canary)))
         trace.mark("judge", f"{len(walls)} ping batches")
         walls = sorted(walls[1:] or walls)          # the first batch warms the stand-in up
@@ -363,6 +365,7 @@ class Session:
             timing.canary_ms = {"before": [[k, round(x, 5)] for k, x in self.canary_before[1:]],
                                 "after": [[k, round(x, 5)] for k, x in remote.canary]}
             timing.first_rest_ms = {"ref": local.first_rest, "cand": remote.first_rest}
+            timing.batch_diag_ms = {"ping": self.ping_diag, "cand": remote.diag}
         return timing, integrity.check_witness(remote.reported, remote.witness, remote.sizes, self.handover_ms,
                                                self.handover_spread, self.device) or \
             evidence.check_canary(self.canary_before[1:], remote.canary, self.device)

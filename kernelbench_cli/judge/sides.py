@@ -261,6 +261,7 @@ class RemoteSide:
         self.sizes: list[int] = []
         self.canary: list[tuple] = []       # per batch: the clock canary (size index, ms on the candidate's clock)
         self.first_rest: list = []          # per batch: [first call, mean of the others], the candidate's clock
+        self.diag: list = []                # per batch: judge/sides.batch_diag
         self.checked = 0
         self.after_batch = None             # called after each batch, the candidate frozen (evidence.sampled)
 
@@ -296,6 +297,7 @@ class RemoteSide:
         self.sizes.append(len(lanes))
         self.canary.append((canary, float(reply.canary)))
         self.first_rest.append(first_rest(times))
+        self.diag.append(batch_diag(wall, sum(times), reply))
         return times
 
     def warmup(self, calls: int, ms: float) -> None:
@@ -303,7 +305,7 @@ class RemoteSide:
         while n < calls or (time.perf_counter() - start) * 1e3 < ms:
             n += len(self.batch(len(self.session.lanes), {0} if n == 0 else set()))
         # (a cold first batch is not a lie: the witness rule's mean would count it)
-        self.reported, self.witness, self.sizes, self.canary, self.first_rest = [], [], [], [], []
+        self.reported, self.witness, self.sizes, self.canary, self.first_rest, self.diag = [], [], [], [], [], []
 
     def sample(self, n: int) -> list[float]:
         """One batch, counted as its mean per call: the witness vouches for a batch's total only, and a
@@ -316,6 +318,13 @@ class RemoteSide:
         per_call = witnessed_per_call(self.reported[-1], self.witness[-1], len(times), s.handover_ms,
                                       s.handover_spread, s.device)
         return [per_call] * len(times)
+
+
+def batch_diag(wall: float, claimed: float, reply) -> list:
+    """[witness, claimed, *reply.diag] in ms, rounded; the diag part only if it is 4 numbers (it is said, not
+    measured here: for reading where a batch's excess over the hand-over goes, never for a verdict)."""
+    said = reply.diag if len(reply.diag) == 4 and all(isinstance(x, (int, float)) for x in reply.diag) else []
+    return [round(float(x), 4) for x in [wall, claimed, *said]]
 
 
 def first_rest(each: list[float]) -> list[float]:
