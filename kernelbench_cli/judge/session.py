@@ -16,7 +16,7 @@ import torch
 
 from .. import backends, integrity, trace
 from .. import results as R
-from ..channel import CANARY_SIZES, read_process_memory
+from ..channel import read_process_memory
 from ..correctness import (CLASS_RANK, Flags, check_inputs_unchanged, clone, judge, level_fingerprint, maybe_flag,
                            precision_class, precision_flag, rel_l2, synchronize, tensors, tf32_off)
 from ..environment import Nvml, environment
@@ -24,16 +24,9 @@ from ..layouts import ROOM
 from ..results import BuildInfo, Correctness, Result
 from ..timing import measure
 from .handle import CandidateFailed, CandidateProcess
-from . import evidence, generalise
+from . import evidence, generalise, handover
 from .reference import Reference
-from .sides import DeviceProbe, Flush, LocalSide, RemoteSide, batch_diag, calls_per_batch
-
-# Hand-over calibration batches per device: up to PINGS, at least PINGS_MIN (two per canary size), for about
-# PING_BUDGET_S. CUDA had 30 / 0.5 s until session 22: 0.26-0.59 s of every job (the H200 suite's median 0.43 s)
-# for a median and a MAD that 20 batches give about as well, as the allowance is max(0.5 ms, 2 x spread) and the
-# spread was 0.05-0.12 ms (H100, session 22): the floor decides it. The CPU keeps 30: its allowance follows the
-# hand-over itself, on a loaded 2-core box.
-PINGS = {"cuda": (20, 8, 0.3), "cpu": (30, 8, 0.5)}
+from .sides import DeviceProbe, Flush, LocalSide, RemoteSide, calls_per_batch
 
 
 class Session:
@@ -125,48 +118,7 @@ class Session:
         spans = [(int(a), int(b)) for a, b in mapped.addresses]   # said before candidate code existed
         per = len(self.in_slots.tensors)
         self.input_spans = [spans[k * per:(k + 1) * per] for k in range(self.batch)]
-        # The hand-over of a whole batch, measured while the candidate process still runs only kbench code:
-        # batches on a stand-in (the reference itself; candidate/process.py op_ping), witness minus its time.
-        # In the rhythm of the timed rounds (timing.measure: A B, B A): a reference batch of the same size runs
-        # here before every other ping and after the next, so that a ping finds the candidate process as a timed
-        # batch will, having waited through the judge's work. Pinged back to back instead, the hand-over read low:
-        # on the H200 (session 26, A/A) the timed batches of the same stand-in code ran 0.25-0.4 ms a batch over
-        # it with the same device time (their host side slower: the loop 15-20%, the reply 0.2-0.3 ms), so the
-        # witness priced honest batches (integrity.witnessed_per_call) and the A/A of L2/3 read 0.94.
-        self.quiet()
-        beside = LocalSide(ref.model, ref.feed(random.Random(self.rng.getrandbits(64))), trials[0].inputs,
-                           self.device, self.flush)
-        walls, probes, spent, aside, beside_n = [], [], time.perf_counter(), 0.0, 0
-        self.canary_before: list[tuple] = []     # (size index, ms) per ping
-        self.standin_reuses = False       # the reference's own outputs share storage between calls
-        lanes = list(range(self.batch))
-        self.ping_diag: list = []
-        most, least, budget = PINGS[self.device]
-        while len(walls) < most and (len(walls) < least or time.perf_counter() - spent - aside < budget):
-            if len(walls) % 2 == 0:
-                aside, beside_n = aside + self.reference_batch(beside), beside_n + 1
-            for k, (ins, _) in enumerate(self.lanes):
-                for slot, x in zip(ins.tensors, tensors(trials[(len(walls) + k) % len(trials)].inputs)):
-                    slot.copy_(x)
-            self.flush()
-            synchronize(self.device)
-            canary = len(walls) % len(CANARY_SIZES)       # every size, in turn
-            reply, wall = cand.call({"op": "ping", "lanes": lanes, "canary": (canary, len(walls) % (len(lanes) + 1))},
-                                    self.call_timeout(), "start")
-            self.standin_reuses = self.standin_reuses or self.reuse(reply) is not None
-            probes.append(self.probe.latency() if self.probe.cuda else 0.0)
-            walls.append(wall + probes[-1] - reply.ms)
-            self.ping_diag.append(batch_diag(wall + probes[-1], reply.ms, reply))
-            self.canary_before.append((canary, float(reply.canary)))
-            if len(walls) % 2 == 0:
-                aside, beside_n = aside + self.reference_batch(beside), beside_n + 1
-        del beside
-        trace.mark("judge", f"{len(walls)} ping batches, {beside_n} reference batches beside them")
-        walls = sorted(walls[1:] or walls)          # the first batch warms the stand-in up
-        self.probe.calibrate(probes[1:] or probes)
-        self.handover_ms = walls[len(walls) // 2]
-        deviations = sorted(abs(w - self.handover_ms) for w in walls)
-        self.handover_spread = 1.4826 * deviations[len(deviations) // 2]     # MAD, as a standard deviation
+        handover.calibrate(self, trials)
         self.phase("handover_s", t)
         self.resume()
         t = time.perf_counter()
@@ -308,12 +260,6 @@ class Session:
             t = time.perf_counter()
             generalise.run(self)
             self.phase("generalisation_s", t)
-
-    def reference_batch(self, side: LocalSide) -> float:
-        """One untimed batch of the reference, as a timed round runs it; the seconds it took."""
-        t = time.perf_counter()
-        side.sample(self.batch)
-        return time.perf_counter() - t
 
     def observe(self, reply) -> None:
         """After every call, with the candidate frozen: threads it left behind, work it left on the device."""

@@ -1,0 +1,73 @@
+"""The witness's hand-over (docs/architecture.md, "The witness"): what a whole batch costs beyond its calls,
+measured before any candidate code exists in the candidate process, on batches of a stand-in (the reference
+itself; candidate/process.py op_ping): witness minus the stand-in's own time. Its median is the hand-over,
+its MAD the noise, against which integrity.check_witness and witnessed_per_call read every timed batch."""
+from __future__ import annotations
+
+import random
+import time
+
+from .. import trace
+from ..channel import CANARY_SIZES
+from ..correctness import synchronize, tensors
+from .sides import LocalSide, batch_diag
+
+# Batches per device: up to the first figure, at least the second (two per canary size), for about the third in
+# seconds of pinging. CUDA had 30 / 0.5 s until session 22: 0.26-0.59 s of every job (the H200 suite's median
+# 0.43 s) for a median and a MAD that 20 batches give about as well, as the allowance is max(0.5 ms, 2 x spread)
+# and the spread was 0.05-0.12 ms (H100, session 22): the floor decides it. The CPU keeps 30: its allowance
+# follows the hand-over itself, on a loaded 2-core box.
+PINGS = {"cuda": (20, 8, 0.3), "cpu": (30, 8, 0.5)}
+
+
+def calibrate(s, trials: list) -> None:
+    """Ping the session's candidate process; sets s.handover_ms, s.handover_spread, s.canary_before (the clock
+    canary on the stand-in's clock, per size), s.standin_reuses, s.ping_diag, and calibrates s.probe.
+
+    The pings keep the timed rounds' rhythm (timing.measure: A B, B A): a reference batch of the same size runs
+    in the judge before every other ping and after the next, so that a ping finds the candidate process as a
+    timed batch will, after a frozen wait through the judge's work. Pinged back to back instead, the hand-over
+    read low: on the H200 (session 26, A/A) the timed batches of the same stand-in code ran 0.25-0.4 ms a batch
+    over it with the same device time (their host side slower: the loop 15-20%, the reply 0.2-0.3 ms), so the
+    witness priced honest batches (integrity.witnessed_per_call) and the A/A of L2/3 read 0.94."""
+    ref, cand = s.ref, s.cand
+    s.quiet()
+    beside = LocalSide(ref.model, ref.feed(random.Random(s.rng.getrandbits(64))), trials[0].inputs, s.device, s.flush)
+    walls, probes, start, aside, beside_n = [], [], time.perf_counter(), 0.0, 0
+    s.canary_before = []          # (size index, ms) per ping
+    s.standin_reuses = False      # the reference's own outputs share storage between calls
+    s.ping_diag = []
+    lanes = list(range(s.batch))
+    most, least, budget = PINGS[s.device]
+
+    def reference_batch() -> None:
+        nonlocal aside, beside_n
+        t = time.perf_counter()
+        beside.sample(s.batch)
+        aside, beside_n = aside + time.perf_counter() - t, beside_n + 1
+
+    while len(walls) < most and (len(walls) < least or time.perf_counter() - start - aside < budget):
+        if len(walls) % 2 == 0:
+            reference_batch()
+        for k, (ins, _) in enumerate(s.lanes):
+            for slot, x in zip(ins.tensors, tensors(trials[(len(walls) + k) % len(trials)].inputs)):
+                slot.copy_(x)
+        s.flush()
+        synchronize(s.device)
+        canary = len(walls) % len(CANARY_SIZES)       # every size, in turn
+        reply, wall = cand.call({"op": "ping", "lanes": lanes, "canary": (canary, len(walls) % (len(lanes) + 1))},
+                                s.call_timeout(), "start")
+        s.standin_reuses = s.standin_reuses or s.reuse(reply) is not None
+        probes.append(s.probe.latency() if s.probe.cuda else 0.0)
+        walls.append(wall + probes[-1] - reply.ms)
+        s.ping_diag.append(batch_diag(wall + probes[-1], reply.ms, reply))
+        s.canary_before.append((canary, float(reply.canary)))
+        if len(walls) % 2 == 0:
+            reference_batch()
+    del beside
+    trace.mark("judge", f"{len(walls)} ping batches, {beside_n} reference batches beside them")
+    walls = sorted(walls[1:] or walls)          # the first batch warms the stand-in up
+    s.probe.calibrate(probes[1:] or probes)
+    s.handover_ms = walls[len(walls) // 2]
+    deviations = sorted(abs(w - s.handover_ms) for w in walls)
+    s.handover_spread = 1.4826 * deviations[len(deviations) // 2]     # MAD, as a standard deviation
