@@ -64,10 +64,11 @@ WAIT:
 }
 """
 
-# HOLD_CYCLES: the candidate's batch starts with `hold` for this many cycles (~0.26 ms at 2 GHz), every thread
-# slot of every SM taken, so that its host has queued the first call before the device reaches that call's start
-# event, as it has every later call's (the judge's reference batches start with sides.LEAD_SPIN for the same
-# reason). Without it the first call held the host's dispatch after the context switch: on a lent H100 the A/A
+# HOLD_CYCLES: a timed batch, the candidate's and the judge's reference's alike, starts with `hold` for this many
+# cycles (~0.26 ms at 2 GHz), every thread slot of every SM taken, so that its host has queued the first call
+# before the device reaches that call's start event, as it has every later call's, and the first call follows a
+# full-device kernel as every later one follows the flush (judge/sides.py LEAD_SPIN says what the judge's one-SM
+# spin left). Without it the first call held the host's dispatch after the context switch: on a lent H100 the A/A
 # candidate's first call ran 0.02-0.13 ms over the others on Transpose and L2/56, its batches' mean per call
 # 0.3-0.5% over the reference's (results/H100/aa-rounds-20261206-s25de.txt). Full occupancy, as the flush's, and
 # not torch's one-SM spin: no block of work a side stream launched ahead can run beside it.

@@ -33,8 +33,11 @@ PROBE_BUSY_NOISE = 4.0       # ...and than this many robust standard deviations 
 # later call. Without it the reference batch, issued on an idle device in the judge's own context, held the host's
 # dispatch of its first call (0.06-0.09 ms, scripts/probe_aa.py: first call 0.79 ms, the others 0.69), while the
 # candidate's is hidden by the context switch to its process: A/A read 1.02-1.04x on memory-bound problems
-# (session 19). Not in the candidate's loop: a spin on one SM there would leave the others to work a side stream
-# launched by its first call does before that call's start event, off every clock and inside the pings' allowance.
+# (session 19). Since session 26 both sides start a batch with kbench's full-device hold instead (l2flush.py
+# HOLD_CYCLES, the same length, every thread slot of every SM, through Flush.hold): on the H200 the reference's
+# first call after this one-SM spin still ran ~0.11 ms over its others on L2/3 and Transpose, every round (A/A
+# 1.010 and 1.014, results/H200/aa-diag-20261206-s26.json), while the candidate's after the hold did not; every
+# later call follows the flush, also full-device. This spin is left for a timing with the flush off.
 LEAD_SPIN = 1 << 19
 
 # Calls per witnessed batch, at most: the witness prices a batch at its wall less an allowance per batch
@@ -123,6 +126,12 @@ class Flush:
     def __call__(self) -> None:
         if self.run is not None:
             self.run()
+
+    def hold(self) -> bool:
+        """The full-device hold that starts a timed batch (l2flush.HOLD_CYCLES); False where there is no flush."""
+        if self.run is not None:
+            self.run.hold()
+        return self.run is not None
 
 
 class DeviceProbe:
@@ -221,8 +230,8 @@ class LocalSide:
         torch.cuda.synchronize()
         events = []
         t0 = time.perf_counter_ns()
-        torch.cuda._sleep(LEAD_SPIN)        # the host ahead of the device from the first call on, as the
-        #                                     candidate's is behind its context switch (LEAD_SPIN)
+        if not self.flush.hold():           # the host ahead of the device from the first call on, as the
+            torch.cuda._sleep(LEAD_SPIN)    # candidate's is (LEAD_SPIN)
         with torch.no_grad():
             for k, lane in enumerate(self.lanes[:n]):
                 if k:
