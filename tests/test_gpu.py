@@ -222,6 +222,9 @@ def test_a_judge_serving_many_jobs_keeps_its_device_memory(kbench, tmp_path):
     kept = [float(x) for x in re.findall(r"device cache returned: [0-9.]+ -> ([0-9.]+) GiB", trace.read_text())]
     assert len(kept) == 5, kept        # after the problem's load, then after each job
     assert kept[-1] - kept[1] < 0.5, kept
+    # each job's hand-over was pinged in the timed rounds' rhythm: a reference batch beside every ping (handover.py)
+    pings = [[int(x) for x in m] for m in re.findall(r"(\d+) ping batches, (\d+) reference batches", trace.read_text())]
+    assert len(pings) == 4 and all(n >= 8 and beside == n for n, beside in pings), pings
 
 
 def test_cuda_seed_problem_simple_candidate_is_correct(kbench):

@@ -106,9 +106,6 @@ def test_calibrate_then_roofline_and_compile_baseline(kbench, tmp_path):
     marks = [line.split(None, 3)[3] for line in timeline.read_text().splitlines() if " judge " in line]
     assert "dynamo and inductor imported" in marks and \
         marks.index("dynamo and inductor imported") < marks.index("reference built"), marks[:20]
-    # the hand-over is measured in the timed rounds' rhythm: a reference batch before every other ping, after the next
-    pings = [m.split() for m in marks if " ping batches, " in m]
-    assert pings and all(int(p[0]) >= 8 and int(p[3]) == int(p[0]) for p in pings), marks
     r = doc["results"][0]
     assert code == 0, r["message"]
     roof = r["roofline"]

@@ -29,10 +29,14 @@ def calibrate(s, trials: list) -> None:
     timed batch will, after a frozen wait through the judge's work. Pinged back to back instead, the hand-over
     read low: on the H200 (session 26, A/A) the timed batches of the same stand-in code ran 0.25-0.4 ms a batch
     over it with the same device time (their host side slower: the loop 15-20%, the reply 0.2-0.3 ms), so the
-    witness priced honest batches (integrity.witnessed_per_call) and the A/A of L2/3 read 0.94."""
+    witness priced honest batches (integrity.witnessed_per_call) and the A/A of L2/3 read 0.94. CUDA only: on the
+    CPU a reference batch's fresh inputs cost ~20 ms per million elements (sides.InputFeed), seconds a job beside
+    the pings (the CPU test suite took 31 min instead of 21), and the CPU witness forgives a share of the call,
+    not a fixed 0.5 ms a batch."""
     ref, cand = s.ref, s.cand
     s.quiet()
-    beside = LocalSide(ref.model, ref.feed(random.Random(s.rng.getrandbits(64))), trials[0].inputs, s.device, s.flush)
+    beside = LocalSide(ref.model, ref.feed(random.Random(s.rng.getrandbits(64))), trials[0].inputs, s.device,
+                       s.flush) if s.device == "cuda" else None
     walls, probes, start, aside, beside_n = [], [], time.perf_counter(), 0.0, 0
     s.canary_before = []          # (size index, ms) per ping
     s.standin_reuses = False      # the reference's own outputs share storage between calls
@@ -42,6 +46,8 @@ def calibrate(s, trials: list) -> None:
 
     def reference_batch() -> None:
         nonlocal aside, beside_n
+        if beside is None:
+            return
         t = time.perf_counter()
         beside.sample(s.batch)
         aside, beside_n = aside + time.perf_counter() - t, beside_n + 1
