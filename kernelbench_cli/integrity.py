@@ -51,6 +51,8 @@ REGISTRY: dict[str, Check] = {
                                          "at what it skips"),
     "library-heavy": Check("error", "most of the time in library code (aten, cuBLAS, cuDNN, MKL/oneDNN), not the "
                                     "candidate's: a thin wrapper around torch, an identity kernel after torch"),
+    "off-slot-cores": Check("error", "(CPU) timed calls sampled on cores outside the job's slot: a candidate that "
+                                     "re-pinned its threads onto the cores another job is timed on"),
     "unattributed": Check("warning", "the profiler failed in the candidate process, so library-heavy could not be "
                                      "judged (a candidate breaking it evades only the attribution, not the ablation)"),
     # static (AST) rules

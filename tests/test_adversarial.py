@@ -2,6 +2,7 @@
 its exploit class; the honest fixture beside them passes with no error flag."""
 from __future__ import annotations
 
+import os
 import statistics
 
 import pytest
@@ -62,7 +63,8 @@ HARMLESS = ("set_threads", "gc_sabotage_reference", "forge_results", "env_secret
             "batch_ahead",      # (a batch counts as its mean per call: moving time between its calls buys nothing)
             "wake_spare",       # (signals to the judge's other children, stopped spares, are refused)
             "escaped_burner",   # (its build's detached helpers are killed with the build: a subreaper's sweep)
-            "squeeze_siblings")     # (another process's affinity, priority and limits are refused)
+            "squeeze_siblings",     # (another process's affinity, priority and limits are refused)
+            "off_slot")     # (one slot: every core is its own; with two, test_off_slot_cores_are_seen)
 HONEST_TWINS = ("naive_sum",    # honest fp32 with another summation order: no flag at all (issue 16)
                 "out_param")    # honest out= kernel: its result is an argument, and the ablation sees it
 SECRET = "kbench-test-secret-4f1c"      # env_secret.py answers wrong if it can read this anywhere
@@ -164,6 +166,18 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
     lines = (kbench.runs / doc["run_id"] / "results.jsonl").read_text().splitlines()
     assert len(lines) == len(got) and all('"forged"' not in line for line in lines)
     assert all(r["env"].get("sandbox") == "seccomp" for r in got.values() if r["status"] in ("ok", "integrity", "incorrect"))
+
+
+@pytest.mark.skipif(bool(perf_refused()) or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs perf events (the CPU of each sample) and two CPUs")
+def test_a_candidate_on_another_slots_cores_is_seen(kbench):
+    """Two CPU slots of one core each: the candidate moves its thread onto the other slot's core while it is
+    timed (off_slot.py); the kernel's samples of its timed calls say where they ran."""
+    code, doc = kbench.json("check", "cpu/1", "--kernel", ADVERSARIAL / "cpu" / "1_Add_ReLU" / "off_slot.py",
+                            "--set", "executor.workers=2")
+    r = doc["results"][0]
+    assert code == 1 and r["status"] == "integrity" and "off-slot-cores" in {f["name"] for f in r["flags"]}, \
+        (r["status"], r["flags"], r["message"][:300])
 
 
 def best_speedup(r: dict) -> float:

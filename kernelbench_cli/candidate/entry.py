@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import os
 
-from .. import sandbox
+from .. import cpus, sandbox
 
 
 def main(argv: list[str]) -> int:
     sandbox.set_name(f"kbench-{argv[0]}")
+    cpus.take_slot()
     os.chdir(os.environ.get("KBENCH_WORKDIR", "/"))
     if argv[0] == "build":
         from .build import build_main

@@ -18,7 +18,7 @@ import sys
 import time
 import traceback
 
-from .. import sandbox
+from .. import cpus, sandbox
 from ..channel import CANARY_PAD, CANARY_SIZES, Channel, Reply, map_specs
 from ..l2flush import DriverFlush
 from ..layouts import view_of
@@ -101,7 +101,7 @@ class Server:
         from . import attribution        # its profiler entry points are bound now, before any candidate code
         self.torch, self.chan, self.attribution = torch, chan, attribution
         self.device = os.environ.get("KBENCH_DEVICE", "cpu")
-        self.model = self.interceptor = self.flush = None
+        self.model = self.interceptor = self.flush = self.wake = None
         self.last: dict = {}
         self.lanes: list = []
         self.inputs, self.outputs, self.weights = [], [], []
@@ -127,6 +127,9 @@ class Server:
         except Exception as e:
             print(f"kbench: profiler warm-up failed: {one_line(e)}", file=sys.stderr)
         torch.ones(1 << 20).mul_(2).sum()           # the intra-op thread pool, before the thread baseline
+        if self.device == "cpu":
+            cpus.pin_pool(torch)                     # before confine(), which refuses it (cpus.py)
+            self.wake = cpus.team_waker(torch)
 
     def serve(self) -> None:
         while True:
@@ -261,6 +264,8 @@ class Server:
                     self.flush()
                 elif self.flush is not None:
                     self.flush.hold()     # (the judge flushed before the first call)
+                elif self.wake is not None:
+                    self.wake(0.0)        # (CPU: cpus.team_waker)
                 if self.device == "cuda":
                     if pos == at:
                         canary = self._canary(size)

@@ -20,7 +20,7 @@ import time
 import traceback
 from pathlib import Path
 
-from .. import sandbox, trace
+from .. import cpus, sandbox, trace
 
 
 # Candidate processes started ahead of the job they will serve, beyond the current one: [CPU, CUDA]. A start
@@ -161,6 +161,9 @@ class Judge:
                 ref = Reference(self.spec["problem_path"], self.cfg, self.device)
                 trace.mark("judge", "reference built")
                 ref.prepare()           # trials, oracle, timing pool: while the candidate process warms up
+                if self.device == "cpu":
+                    import torch
+                    cpus.pin_pool(torch)    # as its candidates' threads are (cpus.py)
                 trace.mark("judge", "problem loaded")
                 probe, flush = DeviceProbe(self.device), Flush(self.device, self.cfg.timing.l2_flush)
             except ProblemFailed as e:
@@ -309,6 +312,7 @@ class Judge:
 def main() -> int:
     trace.mark("judge", "python up")
     sandbox.set_name("kbench-judge")
+    cpus.take_slot()
     sandbox.tie_to_parent(int(os.environ.get("KBENCH_PARENT_PID", "0")) or None)
     faulthandler.enable()
     from ..channel import Channel, ChannelClosed

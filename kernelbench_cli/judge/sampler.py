@@ -265,13 +265,13 @@ class Perf:
             raise SamplingFailed(f"no perf events known for {platform.machine()}")
         self.pid, self.own_root, self.before = pid, _root(own_root), list(before)
         self.events: list[tuple[int, mmap.mmap]] = []
-        self.samples: list[int] = []
-        self.lost = 0
+        self.samples, self.lost = [], 0              # program counters; samples the kernel could not write
         self.mapped: list[tuple[int, int]] = []     # code mapped while sampled (PERF_RECORD_MMAP)
         self.cpu0, self.counted0 = 0.0, 0.0
+        self.cpus: Counter = Counter()               # samples per CPU they were taken on
         attr = _PerfAttr(type=1, size=ctypes.sizeof(_PerfAttr), config=1, sample_period=1_000_000,
-                         sample_type=1 | 2, flags=1 | 32 | 64 | 256)
-        # (TASK_CLOCK; IP | TID; disabled, user mode only, a record of each executable mapping a thread makes)
+                         sample_type=1 | 2 | 0x80, flags=1 | 32 | 64 | 256)
+        # (TASK_CLOCK; IP | TID | CPU; disabled, user mode only, a record of each executable mapping a thread makes)
         try:
             tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
         except OSError as e:
@@ -320,8 +320,9 @@ class Perf:
                 kind, _, size = struct.unpack("IHH", _ring_bytes(ring, tail, 8, room))
                 if size < 8:
                     break
-                if kind == PERF_RECORD_SAMPLE and size >= 24:
+                if kind == PERF_RECORD_SAMPLE and size >= 32:      # ip, pid and tid, cpu and a reserved word
                     self.samples.append(struct.unpack("Q", _ring_bytes(ring, tail + 8, 8, room))[0])
+                    self.cpus[struct.unpack("I", _ring_bytes(ring, tail + 24, 4, room))[0]] += 1
                 elif kind == PERF_RECORD_MMAP and size >= 40:        # pid, tid, addr, len, pgoff, name
                     addr, length = struct.unpack("QQ", _ring_bytes(ring, tail + 16, 16, room))
                     self.mapped.append((addr, addr + length))

@@ -36,6 +36,10 @@ def reference_env(cfg, device: str, extra: dict | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if (k in JUDGE_ENV_NAMES or k.startswith(JUDGE_ENV_PREFIXES))
            and not any(w in k for w in ("TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "_KEY"))}
     env.update({k: str(v) for k, v in (extra or {}).items() if v is not None})
+    # kbench pins the intra-op threads itself (cpus.py): libgomp's own binding would kill a confined candidate
+    # that starts a larger team (its creator sets the new thread's affinity, which seccomp refuses)
+    for name in ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"):
+        env.pop(name, None)
     # numpy's BLAS would start a thread pool at import: a reference process must stay one thread to fork
     # (neither process times numpy's BLAS)
     env.setdefault("OPENBLAS_NUM_THREADS", "1")

@@ -23,7 +23,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
-from .. import backends
+from .. import backends, cpus
 from .. import results as R
 from ..build import build_env, build_parallelism, job_build
 from ..errors import InputError
@@ -84,11 +84,14 @@ def make_slots(cfg, device: str) -> list[Slot]:
             return [Slot(f"gpu{(_listed() or ['0'])[0]}")]
         return [Slot(f"gpu{d}", {"CUDA_VISIBLE_DEVICES": d}) for d in parse_gpus(cfg.executor.gpus, visible_gpus())]
     n = max(1, cfg.executor.workers)
-    if n == 1:
-        return [Slot("cpu0")]
-    # n timed CPU jobs at once: split the cores between them instead of letting each take all of them
-    threads = {} if "OMP_NUM_THREADS" in os.environ else {"OMP_NUM_THREADS": max(1, (os.cpu_count() or 1) // n)}
-    return [Slot(f"cpu{i}", threads) for i in range(n)]
+    # n timed CPU jobs at once: each on cores of its own (cpus.py), its threads as many as its cores
+    slots = []
+    for i, mine in enumerate(cpus.slot_cpus(n)):
+        env = {cpus.ENV: ",".join(map(str, mine))}
+        if n > 1 and "OMP_NUM_THREADS" not in os.environ:
+            env["OMP_NUM_THREADS"] = len(mine)
+        slots.append(Slot(f"cpu{i}", env))
+    return slots
 
 
 def execute_local(jobs, cfg, device: str, store, console, build_only: bool = False, on_result=None,
