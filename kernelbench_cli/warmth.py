@@ -9,9 +9,11 @@ import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
-# Read per reference process after the fork (the driver at its first call, trace at fork): they may differ.
+# Read per reference process after the fork (the driver at its first call, trace at fork, a slot's cores at the
+# judge's start: cpus.take_slot): they may differ.
 PER_PROCESS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "KBENCH_FD", "KBENCH_PARENT_PID", "KBENCH_TRACE",
-               "TORCHINDUCTOR_CACHE_DIR", "MAX_JOBS", "TORCH_CUDA_ARCH_LIST", "LIBRARY_PATH", "KBENCH_CACHE_DIR")
+               "TORCHINDUCTOR_CACHE_DIR", "MAX_JOBS", "TORCH_CUDA_ARCH_LIST", "LIBRARY_PATH", "KBENCH_CACHE_DIR",
+               "KBENCH_CPUS")
 
 
 def socket_path() -> Path:
