@@ -11,7 +11,7 @@
 #   calibrate  device ceilings (copy bandwidth, matmul rates) -> ceilings.json
 #   seeds      kbench check of the two seed problems (issue 6), one per GPU when there are two
 #   bench      kbench bench --all on every GPU, eager + torch.compile baselines, SOL column
-#   quality    scripts/bench_timing_quality.py (A/A, repeatability in 3 processes, ncu agreement)
+#   quality    scripts/bench_timing_quality.py (A/A, repeatability in 3 processes, ncu agreement), $QUALITY_RUNS times
 #   aadiag     A/A (calibrate-noise) at timing.batch_ms 2, 8, 32 and with the L2 flush off, and scripts/probe_aa.py
 #              (the judge's batch timing in one process and in a second, own vs IPC lanes): where the residual comes from
 #   placement  scripts/probe_placement.py: one process, the reference in 8 memory pools: does placement move a
@@ -110,12 +110,18 @@ if has bench; then   # into $RUNS (kept while the machine stays warm), cut after
   cp "$last/results.jsonl" "$ART/bench-results.jsonl"
   kb report "$last" --html "$ART/bench.html" 2>&1 | tail -60
 fi
-if has quality; then
-  CUDA_VISIBLE_DEVICES=0 timed python3 scripts/bench_timing_quality.py --out "$RUNS/quality" \
-    --aa level1/5_RMSNorm level1/8_Transpose level2/3_ResidualAdd_RMSNorm level2/56_Matmul_Sigmoid_Sum \
-    --repeat level1/8_Transpose=kernels/level1/8_Transpose/tiled64.py \
-    --ncu level1/8_Transpose=kernels/level1/8_Transpose/tiled64.py -- --set timing.budget_s=6
-  cp "$RUNS/quality/timing_quality.json" "$ART/quality.json"; cp "$RUNS/quality/aa_results.json" "$ART/aa_results.json"
+if has quality; then   # $QUALITY_RUNS times (default 1); with more, run k's files end in -k
+  runs=${QUALITY_RUNS:-1}
+  for k in $(seq 1 "$runs"); do
+    sfx=$([[ $runs -gt 1 ]] && echo "-$k")
+    CUDA_VISIBLE_DEVICES=0 timed python3 scripts/bench_timing_quality.py --out "$RUNS/quality" \
+      --aa level1/5_RMSNorm level1/8_Transpose level2/3_ResidualAdd_RMSNorm level2/56_Matmul_Sigmoid_Sum \
+      --repeat level1/8_Transpose=kernels/level1/8_Transpose/tiled64.py \
+      --ncu level1/8_Transpose=kernels/level1/8_Transpose/tiled64.py -- --set timing.budget_s=6
+    cp "$RUNS/quality/timing_quality.json" "$ART/quality$sfx.json"
+    cp "$RUNS/quality/aa_results.json" "$ART/aa_results$sfx.json"
+    python3 scripts/aa_rounds.py "$ART/aa_results$sfx.json" > "$ART/aa_rounds$sfx.txt"   # ping vs timed, per round
+  done
 fi
 if has aadiag; then   # the A/A residual (session 18: 1.02x on memory-bound problems after the reference was timed in
   # batches): does it shrink with larger batches (a per-batch cost) or stay (per call), and with the flush off?
