@@ -116,14 +116,14 @@ GOOD = [dict(extra_cflags=["-O3"]), dict(extra_cflags=["-O3", "-march=native", "
         dict(extra_ldflags=["-lcublas", "-L/usr/local/cuda/lib64", "-Wl,-rpath,/opt/lib"]),
         dict(extra_include_paths=["/usr/local/include", "../common"]),
         dict(functions={"add_relu": "x + y, clamped"})]
-BAD = [dict(extra_cflags=["-O3 -fplugin=x.so"]), dict(extra_cflags=["-B/tmp/bin"]), dict(extra_cflags=["-fplugin=x"]),
+BAD = [dict(extra_cflags=["-O3 -fplugin=x.so"]), dict(extra_cflags=["-Bbin"]), dict(extra_cflags=["-fplugin=x"]),
        dict(extra_cflags=["-specs=x"]), dict(extra_cflags=["-wrapper", "sh"]), dict(extra_cflags=["@flags.txt"]),
        dict(extra_cflags=["-O3\nbuild x: phony"]), dict(extra_cflags=["-D$X"]), dict(extra_cflags=["-o", "x"]),
-       dict(extra_cflags=["-Wl,--plugin=x"]), dict(extra_cflags=["-Wp,-MD,/tmp/x"]), dict(extra_cflags=["-fdump-tree-all"]),
-       dict(extra_cuda_cflags=["-ccbin=/tmp/cc"]), dict(extra_cuda_cflags=["--compiler-bindir", "/tmp"]),
-       dict(extra_cuda_cflags=["-Xcompiler", "-fplugin=x"]), dict(extra_cuda_cflags=["-Xcompiler=-B/tmp"]),
+       dict(extra_cflags=["-Wl,--plugin=x"]), dict(extra_cflags=["-Wp,-MD,x.d"]), dict(extra_cflags=["-fdump-tree-all"]),
+       dict(extra_cuda_cflags=["-ccbin=cc"]), dict(extra_cuda_cflags=["--compiler-bindir", "bin"]),
+       dict(extra_cuda_cflags=["-Xcompiler", "-fplugin=x"]), dict(extra_cuda_cflags=["-Xcompiler=-Bbin"]),
        dict(extra_cuda_cflags=["-keep"]), dict(extra_ldflags=["-Wl,-plugin,x.so"]), dict(extra_ldflags=["-fuse-ld=gold"]),
-       dict(extra_include_paths=["/tmp/$x"]), dict(extra_include_paths=["a b"]), dict(name="../../escape"),
+       dict(extra_include_paths=["inc/$x"]), dict(extra_include_paths=["a b"]), dict(name="../../escape"),
        dict(name="x", functions=["f); system(\"x\"); (void)(0"]), dict(extra_cflags="-O3"), dict(use_pch="yes"),
        # session 21's red team: -fmodules-ts with a module map in the source wrote a compiled module to any path;
        # -fcompare-debug= reruns the compiler with a flag of its own; no_implicit_headers let that source start
@@ -131,7 +131,7 @@ BAD = [dict(extra_cflags=["-O3 -fplugin=x.so"]), dict(extra_cflags=["-B/tmp/bin"
        dict(extra_cflags=["-fmodules-ts", "-fmodule-mapper=main.cpp"]), dict(extra_cflags=["-fmodules-ts"]),
        dict(extra_cflags=["-fcompare-debug=-fplugin=libcc1plugin"]), dict(extra_cflags=["-fcompare-debug=-fdump-tree-all"]),
        dict(extra_cuda_cflags=["-Xcompiler", "-fmodule-mapper=main.cpp"]), dict(no_implicit_headers=True),
-       dict(keep_intermediates=False), dict(with_sycl=True), dict(build_directory="/tmp/x")]
+       dict(keep_intermediates=False), dict(with_sycl=True), dict(build_directory="out")]
 
 
 @pytest.mark.parametrize("args", GOOD, ids=lambda a: ",".join(a))
