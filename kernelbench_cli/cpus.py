@@ -71,13 +71,13 @@ def slot() -> list[int]:
 def take_slot() -> None:
     """At a kbench process's start, before torch: this process on its slot's cores (KBENCH_CPUS); with none
     named, the cores it has now are named for the processes it starts."""
-    spec = os.environ.get(ENV)
-    if not spec:
+    mine = slot()
+    if not mine:
         os.environ[ENV] = ",".join(map(str, sorted(os.sched_getaffinity(0))))
         return
     try:
-        os.sched_setaffinity(0, _expand(spec))
-    except (OSError, ValueError):
+        os.sched_setaffinity(0, mine)
+    except OSError:
         pass        # (cores not ours here: keep the mask inherited)
 
 
@@ -93,10 +93,10 @@ def _runtimes() -> dict[int, int]:
 
 def pin_pool(torch) -> list[tuple[int, int]]:
     """Each thread of this thread's intra-op team on a core of its own, where the team fills its slot; returns
-    [(thread id, cpu)]. The team
-    is the threads that run during a few parallel passes of 4M floats. Their creation order is unknown, so they
-    are found by their run time (/proc/self/task/*/schedstat), not from a list diffed around pool start."""
-    cpus = _by_core(_expand(os.environ.get(ENV, "")) or sorted(os.sched_getaffinity(0)))
+    [(thread id, cpu)]. The team is the threads that run during a few parallel passes of 4M floats. Their
+    creation order is unknown, so they are found by their run time (/proc/self/task/*/schedstat), not from a
+    list diffed around pool start."""
+    cpus = _by_core(slot() or sorted(os.sched_getaffinity(0)))
     me = threading.get_native_id()
     team = [me]
     if torch.get_num_threads() > 1 and len(cpus) > 1:

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 
 import torch
@@ -170,13 +169,13 @@ def sampled(s):
 def off_slot(samples_per_cpu):
     """The slot's cores are the judge's (cpus.py: KBENCH_CPUS); a candidate may re-pin its own threads, and one
     that moved onto another slot's cores while timed would run beside that slot's timed job."""
-    slot = set(cpus.slot())
+    slot = cpus.slot()
     off = {c: n for c, n in sorted(samples_per_cpu.items()) if c not in slot}
     if not slot or not off:
         return None
     return integrity.flag("off-slot-cores", f"{sum(off.values())} of {sum(samples_per_cpu.values())} samples of its "
                           f"timed calls ran on CPU(s) {', '.join(map(str, off))}, outside its slot's "
-                          f"{cpus.ENV}={os.environ.get(cpus.ENV)}")
+                          f"cores {','.join(map(str, slot))}")
 
 
 def sample_more(perf, batch) -> None:
