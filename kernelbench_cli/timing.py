@@ -23,7 +23,7 @@ from .results import Timing
 # down by as much, ~1.4% at most on the H200), and the CUDA hand-over pings in the timed rhythm stop the witness
 # pricing honest batches (speedups of short calls up, by what the price took). cpu 2 (session 27): each intra-op
 # thread of both processes on a core of its own (cpus.py) and the reference's batch counted by its mean, as the
-# candidate's is: on the 2-core box the CPU A/A went from 0.44-0.70 to 0.95-1.04, so CPU speedups rose by up to 2x.
+# candidate's is: on the 2-core box the CPU A/A went from 0.44-0.70 to 0.94-1.08, so CPU speedups rose by up to 2x.
 PROTOCOL = {"cuda": 2, "cpu": 2}
 
 
