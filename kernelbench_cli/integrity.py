@@ -270,11 +270,12 @@ def static_flags(source: str, filename: str = "<candidate>") -> list[Flag]:
 # than the stand-in (results/H200/witness-20261201.txt), so today's bound on the H200 is ~0.15-0.25 ms per
 # call: a lie that large is caught (a clock 10x slow on kernels from ~0.3 ms), a smaller one is not yet.
 # Per device: on the H200 host (16 cores) the witness sees honest calls within ~10% of their own clock. On a
-# 2-core CPU box the judge, the candidate and its intra-op threads share the cores, and honest sub-ms CPU calls
-# showed up to ~0.5x of a call unaccounted for (tests/test_generalise.py fixtures, 2026-12-02, several runs),
-# more than the stand-in's hand-over spread predicts; there a lie must exceed ~1.6x (the CPU exploits lie
-# 10x: tests/adversarial clock_swap_cpp, timer_tamper).
-WITNESS_RATIO = {"cuda": 0.10, "cpu": 0.6}
+# 2-core CPU box, before the slots pinned their threads (cpus.py, session 27), honest sub-ms calls showed up to
+# ~0.5x of a call unaccounted for, and the ratio was 0.6 there: a clock lying by 1.5x passed unpriced
+# (tests/adversarial clock_hook_modest). Pinned, 38 honest and exploit jobs on that box (the corpus, the bundled
+# kernels, the generalisation fixtures: 0.13-23 ms calls, session 28) needed no ratio at all beyond the slack;
+# a quarter of a call leaves room for a loaded box while a lie must stay under ~1.25x.
+WITNESS_RATIO = {"cuda": 0.10, "cpu": 0.25}
 WITNESS_HANDOVER = 0.5
 WITNESS_MARGIN_MS = 0.05
 WITNESS_NOISE = 4.0

@@ -37,6 +37,7 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "precise_then_half": ("integrity", {"precision", "generalisation"}),   # fp16 rounding: wrong on large values too
     # the process model (issue 15): what only another process can stop
     "clock_hook_libc": ("integrity", {"timer-tampered"}),   # below Python: the witness catches it
+    "clock_hook_modest": ("integrity", {"timer-tampered"}),     # ... lying by 1.5x, not 10x (session 28)
     "late_native_thread": ("incorrect", {"background-thread"}),
     "native_spinner": ("integrity", {"background-thread"}),
     "gc_sabotage_config": ("integrity", {"precision", "generalisation"}),   # fp16 rounding: wrong on large values too
