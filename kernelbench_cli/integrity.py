@@ -272,9 +272,10 @@ def static_flags(source: str, filename: str = "<candidate>") -> list[Flag]:
 # Per device: on the H200 host (16 cores) the witness sees honest calls within ~10% of their own clock. On a
 # 2-core CPU box, before the slots pinned their threads (cpus.py, session 27), honest sub-ms calls showed up to
 # ~0.5x of a call unaccounted for, and the ratio was 0.6 there: a clock lying by 1.5x passed unpriced
-# (tests/adversarial clock_hook_modest). Pinned, 38 honest and exploit jobs on that box (the corpus, the bundled
-# kernels, the generalisation fixtures: 0.13-23 ms calls, session 28) needed no ratio at all beyond the slack;
-# a quarter of a call leaves room for a loaded box while a lie must stay under ~1.25x.
+# (tests/adversarial clock_hook_modest). Pinned, the 53 jobs on that box that do not lie about their clock (the
+# corpus, the bundled kernels, the generalisation fixtures: 0.13-25 ms calls, results/cpu/witness-margin-20261207-
+# s28.txt) needed no share beyond the slack but two (0.07, 0.035): a quarter of a call leaves room for a loaded box
+# while a lie must stay under ~1.25x.
 WITNESS_RATIO = {"cuda": 0.10, "cpu": 0.25}
 WITNESS_HANDOVER = 0.5
 WITNESS_MARGIN_MS = 0.05
