@@ -51,7 +51,8 @@ def main(argv: list[str]) -> None:
     print(f"{'least ratio':>11s}  {'problem':28s} {'candidate':26s} {'status':10s} {'ms/call':>8s} {'n':>3s} "
           f"{'hand-over':>9s} {'sd':>6s}   (allowed now: {integrity.WITNESS_RATIO[device]})")
     for need, r, t in rows:
-        print(f"{'lie' if need is None else f'{need:.3f}':>11s}  {r['problem'][:28]:28s} {str(r.get('candidate'))[:26]:26s} "
+        shown = "lie" if need is None else f"{need:.3f}"
+        print(f"{shown:>11s}  {r['problem'][:28]:28s} {str(r.get('candidate'))[:26]:26s} "
               f"{r['status']:10s} {t['cand_ms']:8.3f} {t['witness_batches'][0][2]:3d} {t['handover_ms']:9.2f} "
               f"{t.get('handover_spread_ms') or 0:6.2f}")
 
