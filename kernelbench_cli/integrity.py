@@ -275,7 +275,7 @@ def static_flags(source: str, filename: str = "<candidate>") -> list[Flag]:
 # (tests/adversarial clock_hook_modest). Pinned, the 53 jobs on that box that do not lie about their clock (the
 # corpus, the bundled kernels, the generalisation fixtures: 0.13-25 ms calls, results/cpu/witness-margin-20261207-
 # s28.txt) needed no share beyond the slack but two (0.07, 0.035): a quarter of a call leaves room for a loaded box
-# while a lie must stay under ~1.25x.
+# while a lie must stay under ~1.25x not to be flagged (and is priced at the witness less the slack: PRICE).
 WITNESS_RATIO = {"cuda": 0.10, "cpu": 0.25}
 WITNESS_HANDOVER = 0.5
 WITNESS_MARGIN_MS = 0.05
@@ -330,10 +330,12 @@ def check_witness(reported: list[float], witness: list[float], sizes: list[int],
 # an output copy per call) while what it fails to model does not: honest kernels on the H200 showed 0.3-0.4 ms
 # per batch beyond the stand-in, at 4 and at 32 calls (results/H200/witness-20261203-s14.txt); twice the
 # hand-over's noise where that is larger. So a clock that lies on a kernel shorter than the flag rule resolves
-# hides at most PRICE_FLOOR_MS / n per call. On the CPU the flag rule's own slack (2-core boxes, sub-ms calls).
+# hides at most PRICE_FLOOR_MS / n per call. On the CPU the flag rule's slack per batch, and no share of the
+# call: priced so, the honest and exploit jobs of results/cpu/witness-margin-20261207-s28.txt moved by 0.0-1.3%
+# (1 in 10 batches priced, by little), where a ratio as the flag rule's let a clock lying by 1.2x keep it all
+# (tests/adversarial clock_hook_slight): a lie under the flag rule keeps only the slack, (hand-over / 2 + 4 sd) / n.
 PRICE = {"cuda": dict(ratio=0.0, handover=0.0, floor=0.5, noise=2.0),
-         "cpu": dict(ratio=WITNESS_RATIO["cpu"], handover=WITNESS_HANDOVER, floor=WITNESS_MARGIN_MS,
-                     noise=WITNESS_NOISE)}
+         "cpu": dict(ratio=0.0, handover=WITNESS_HANDOVER, floor=WITNESS_MARGIN_MS, noise=WITNESS_NOISE)}
 
 
 def witnessed_per_call(reported_ms: float, wall_ms: float, n: int, handover_ms: float, spread_ms: float,

@@ -111,6 +111,13 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
     assert first["status"] == "integrity" and "timer-tampered" in {f["name"] for f in first["flags"]} or \
         first["status"] == "ok" and min(first["timing"]["cand_rounds_ms"]) > 0.3 * min(got["honest"]["timing"]["cand_rounds_ms"]), \
         (first["status"], first["message"][:300], first["timing"]["cand_rounds_ms"], got["honest"]["timing"]["cand_rounds_ms"])
+    # a 1.2x clock lie, under the flag rule: caught, or each batch priced at its witness less the slack, so that its
+    # time is near the truth (1.2x its own clock less the slack's share: ~1.13x on cpu/1), not its clock's (1.0x)
+    slight = got["clock_hook_slight"]
+    t = slight["timing"]
+    own = statistics.median(c / n for c, _, n in t["witness_batches"])
+    assert slight["status"] == "integrity" and "timer-tampered" in {f["name"] for f in slight["flags"]} or \
+        slight["status"] == "ok" and t["cand_ms"] > 1.05 * own, (slight["status"], t["cand_ms"], own, slight["message"][:300])
     # generalisation trials (issue 17): a kernel that answers the variants by another path is caught by the
     # variant ablation; its isfinite checks are aten time, library-heavy where they are over half the call
     # (the 2-core box), not where its kernel's share is 56% (the 16-core H200 host, session 15)
@@ -130,7 +137,8 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
     if cache["status"] == "integrity":
         assert "cached-result" in {f["name"] for f in cache["flags"]}
     assert set(got) == set(EXPECTED) | {"pointer_cache", "pool_prefix", "median_lie", "lie_then_honest", "identity_after_torch",
-                                        "honest", "exit_on_noise", "variant_fallback"} | set(HARMLESS) | set(HONEST_TWINS)
+                                        "honest", "exit_on_noise", "variant_fallback",
+                                        "clock_hook_slight"} | set(HARMLESS) | set(HONEST_TWINS)
     for name in HONEST_TWINS:
         assert got[name]["status"] == "ok" and got[name]["flags"] == [], (name, got[name]["message"])
         assert got[name]["correctness"]["precision_class"] == "fp32"

@@ -444,14 +444,14 @@ def test_a_batch_counts_for_no_less_than_the_witness_accepts():
     from kernelbench_cli.integrity import check_witness, witnessed_per_call
     assert witnessed_per_call(5 * 3.6, 5 * 3.6 + 1.3, 5, 1.3, 0.2, "cpu") == 3.6       # honest: its own time
     lie = witnessed_per_call(5 * 0.36, 5 * 3.6 + 1.3, 5, 1.3, 0.2, "cpu")              # claims 0.36 ms, took 3.6
-    assert 3.6 / 1.4 < lie < 3.6, lie        # what a lie spread evenly keeps (WITNESS_RATIO, slack), no more
+    assert 3.6 - (0.65 + 0.8) / 5 - 1e-9 <= lie < 3.6, lie       # a lie spread evenly keeps the slack, no more
     # a 1.5x lie in every batch is over the CPU allowance (it passed unpriced at a ratio of 0.6: clock_hook_modest)
     assert check_witness([5 * 2.4] * 10, [5 * 3.6 + 1.3] * 10, [5] * 10, 1.3, 0.2, "cpu") is not None
     # the same lie in one batch of ten is forgiven by the rule as an outlier, but no longer by the price
     rep, wit = [5 * 3.6] * 9 + [5 * 0.36], [5 * 3.6 + 1.3] * 10
     assert check_witness(rep, wit, [5] * 10, 1.3, 0.2, "cpu") is None
     priced = [witnessed_per_call(r, w, 5, 1.3, 0.2, "cpu") for r, w in zip(rep, wit)]
-    assert min(priced) > 3.6 / 1.8
+    assert min(priced) > 3.6 / 1.2
     cuda = witnessed_per_call(11 * 0.028, 11 * 0.28 + 1.4, 11, 1.4, 0.05, "cuda")     # 10x event lie, one batch
     assert cuda > 0.028 * 5, cuda
     # a kernel shorter than the flag rule resolves (H200 batches of 32 calls, results/H200/witness-20261203-s14.txt):
