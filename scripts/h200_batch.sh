@@ -7,7 +7,8 @@
 #   triton     the four GPU problems with bundled Triton candidates, beside their CUDA ones, eager + compile
 #   witness    the witness's view of honest kernels and of the short-kernel clock lies (fixture_table.py), at
 #              timing.batch_ms in $WITNESS_BATCH_MS (default "2 8"): what per-call time it resolves; problems $WITNESS_PROBLEMS
-#   gputests   pytest -m gpu (after the build: a compiler beside a timed job would disturb its witness)
+#   gputests   pytest -m gpu (after the build: a compiler beside a timed job would disturb its witness); $GPUTESTS_ARGS
+#              (e.g. -k ...), interrupted after $GPUTESTS_S s so that the records of the tests run still come back
 #   calibrate  device ceilings (copy bandwidth, matmul rates) -> ceilings.json
 #   seeds      kbench check of the two seed problems (issue 6), one per GPU when there are two
 #   bench      kbench bench --all on every GPU, eager + torch.compile baselines, SOL column
@@ -81,10 +82,10 @@ if has witness; then
   done
 fi
 if has gputests; then
-  CUDA_VISIBLE_DEVICES=0 timed python3 -m pytest -m gpu -q tests/test_gpu.py --basetemp="$RUNS/pytest" \
-    > "$ART/pytest_gpu.txt" 2>&1
+  CUDA_VISIBLE_DEVICES=0 timed timeout -s INT "${GPUTESTS_S:-100000}" python3 -m pytest -m gpu -q tests/test_gpu.py \
+    --basetemp="$RUNS/pytest" ${GPUTESTS_ARGS:-} > "$ART/pytest_gpu.txt" 2>&1
   tail -40 "$ART/pytest_gpu.txt"
-  (cd "$RUNS/pytest" && find . -name 'results.jsonl' | tar czf "$ART/pytest-results.tgz" -T -)   # every record
+  [[ -d "$RUNS/pytest" ]] && (cd "$RUNS/pytest" && find . -name 'results.jsonl' | tar czf "$ART/pytest-results.tgz" -T -)   # every record
 fi
 if has calibrate; then
   CUDA_VISIBLE_DEVICES=0 timed kb calibrate $CEIL --out "$RUNS" && cp .kbench-ceilings/*.json "$ART/ceilings.json"
