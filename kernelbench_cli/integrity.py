@@ -334,8 +334,8 @@ def check_witness(reported: list[float], witness: list[float], sizes: list[int],
 # call: priced so, the honest and exploit jobs of results/cpu/witness-margin-20261207-s28.txt moved by 0.0-1.3%
 # (1 in 10 batches priced, by little), where a ratio as the flag rule's let a clock lying by 1.2x keep it all
 # (tests/adversarial clock_hook_slight): a lie under the flag rule keeps only the slack, (hand-over / 2 + 4 sd) / n.
-PRICE = {"cuda": dict(ratio=0.0, handover=0.0, floor=0.5, noise=2.0),
-         "cpu": dict(ratio=0.0, handover=WITNESS_HANDOVER, floor=WITNESS_MARGIN_MS, noise=WITNESS_NOISE)}
+PRICE = {"cuda": dict(handover=0.0, floor=0.5, noise=2.0),
+         "cpu": dict(handover=WITNESS_HANDOVER, floor=WITNESS_MARGIN_MS, noise=WITNESS_NOISE)}
 
 
 def witnessed_per_call(reported_ms: float, wall_ms: float, n: int, handover_ms: float, spread_ms: float,
@@ -345,7 +345,7 @@ def witnessed_per_call(reported_ms: float, wall_ms: float, n: int, handover_ms: 
     rule cannot resolve, or lets through in a few batches as outliers, is priced at the witness."""
     p = PRICE.get(device, PRICE["cuda"])
     allowance = p["handover"] * handover_ms + max(p["floor"], p["noise"] * spread_ms)
-    least = (wall_ms - handover_ms - allowance) / n / (1 + p["ratio"])
+    least = (wall_ms - handover_ms - allowance) / n
     return max(reported_ms / n, least)
 
 
