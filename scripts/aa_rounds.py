@@ -12,7 +12,9 @@ import math
 import statistics
 import sys
 
-FLOOR_MS, NOISE = 0.5, 2.0      # integrity.PRICE["cuda"]: the witness's allowance per batch
+from kernelbench_cli.integrity import PRICE
+
+FLOOR_MS, NOISE = PRICE["cuda"]["floor"], PRICE["cuda"]["noise"]     # the witness's allowance per batch
 
 
 def geomean(xs: list[float]) -> float:

@@ -224,7 +224,9 @@ class CandidateProcess:
         return reply
 
     def call(self, msg: dict, timeout: float, phase: str, expect: str = "done", fds=()) -> tuple[Reply, float]:
-        """Thaw, hand over, wait, freeze. Returns the reply and the witness time in ms."""
+        """Thaw, hand over, wait, freeze. Returns the reply and the witness time in ms, which ends once every
+        thread has stopped: a thread still in a syscall that SIGSTOP cannot interrupt (a long read into an
+        output buffer) is stopped only on its way out, and that time is the candidate's too."""
         self.thaw()
         t0 = time.perf_counter_ns()
         try:
@@ -234,8 +236,8 @@ class CandidateProcess:
         try:
             reply = self.recv(timeout, expect, phase)
         finally:
-            t1 = time.perf_counter_ns()
             self.freeze()
+            t1 = time.perf_counter_ns()
         return reply, (t1 - t0) / 1e6
 
     def call_sampled(self, msg: dict, timeout: float, phase: str, own_root: str) -> tuple[Reply, Sampler]:
