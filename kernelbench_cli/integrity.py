@@ -330,11 +330,13 @@ def check_witness(reported: list[float], witness: list[float], sizes: list[int],
 # an output copy per call) while what it fails to model does not: honest kernels on the H200 showed 0.3-0.4 ms
 # per batch beyond the stand-in, at 4 and at 32 calls (results/H200/witness-20261203-s14.txt); twice the
 # hand-over's noise where that is larger. So a clock that lies on a kernel shorter than the flag rule resolves
-# hides at most PRICE_FLOOR_MS / n per call. On the CPU the flag rule's slack per batch, and no share of the
-# call: priced so, the honest and exploit jobs of results/cpu/witness-margin-20261207-s28.txt moved by 0.0-1.3%
+# hides at most the floor / n per call. Since session 26 the hand-over is pinged in the timed rounds' rhythm and
+# holds most of that: honest batches on a lent H100 came 0.31 ms at most over it (A/A, 48 batches, session 28), and
+# 0.5 ms left a 10x lie on a 0.026 ms kernel in batches of ~48 at 1.65x (tests/test_gpu.py): now 0.35 ms.
+# On the CPU the flag rule's slack per batch, and no share of the call: priced so, the honest and exploit jobs of results/cpu/witness-margin-20261207-s28.txt moved by 0.0-1.3%
 # (1 in 10 batches priced, by little), where a ratio as the flag rule's let a clock lying by 1.2x keep it all
 # (tests/adversarial clock_hook_slight): a lie under the flag rule keeps only the slack, (hand-over / 2 + 4 sd) / n.
-PRICE = {"cuda": dict(handover=0.0, floor=0.5, noise=2.0),
+PRICE = {"cuda": dict(handover=0.0, floor=0.35, noise=2.0),
          "cpu": dict(handover=WITNESS_HANDOVER, floor=WITNESS_MARGIN_MS, noise=WITNESS_NOISE)}
 
 

@@ -459,6 +459,9 @@ def test_a_batch_counts_for_no_less_than_the_witness_accepts():
     assert check_witness([0.084] * 9, [5.80] * 9, [32] * 9, 4.44, 0.37, "cuda") is None   # the flag rule: blind
     assert witnessed_per_call(0.825, 5.32, 32, 4.41, 0.16, "cuda") == 0.825 / 32
     assert witnessed_per_call(0.084, 5.80, 32, 4.44, 0.37, "cuda") > 0.5 * 0.825 / 32
+    # the same lie in batches of 48 with the hand-over pinged in rhythm (H100, session 28: priced 1.65x at a 0.5 ms
+    # allowance): the allowance left to it is 0.35 ms a batch, 0.0073 ms a call
+    assert witnessed_per_call(48 * 0.0026, 48 * 0.0263 + 3.8, 48, 3.8, 0.05, "cuda") > 0.0263 / 1.4
 
 
 def test_the_witness_rule_sees_a_lie_in_a_minority_of_batches():
