@@ -333,20 +333,21 @@ def check_witness(reported: list[float], witness: list[float], sizes: list[int],
 # hides at most the floor / n per call. Since session 26 the hand-over is pinged in the timed rounds' rhythm and
 # holds most of that: honest batches on a lent H100 came 0.31 ms at most over it (A/A, 48 batches, session 28), and
 # 0.5 ms left a 10x lie on a 0.026 ms kernel in batches of ~48 at 1.65x (tests/test_gpu.py): now 0.35 ms.
-# On the CPU the flag rule's slack per batch, and no share of the call: priced so, the honest and exploit jobs of results/cpu/witness-margin-20261207-s28.txt moved by 0.0-1.3%
-# (1 in 10 batches priced, by little), where a ratio as the flag rule's let a clock lying by 1.2x keep it all
+# On the CPU the flag rule's slack per batch, and no share of the call: priced so, the honest and exploit jobs of
+# results/cpu/witness-margin-20261207-s28.txt moved by 0.0-1.3% (1 in 10 batches priced, by little), where a ratio as the flag rule's let a clock lying by 1.2x keep it all
 # (tests/adversarial clock_hook_slight): a lie under the flag rule keeps only the slack, (hand-over / 2 + 4 sd) / n.
 PRICE = {"cuda": dict(handover=0.0, floor=0.35, noise=2.0),
          "cpu": dict(handover=WITNESS_HANDOVER, floor=WITNESS_MARGIN_MS, noise=WITNESS_NOISE)}
 
 
 def witnessed_per_call(reported_ms: float, wall_ms: float, n: int, handover_ms: float, spread_ms: float,
-                       device: str = "cuda") -> float:
+                       device: str = "cuda", floor: float | None = None) -> float:
     """The per-call time of one batch of n calls that the timing may use: the candidate's own figure, or, where
     the witness says more went by, the wall less the hand-over and the allowance (PRICE). So a lie the flag
-    rule cannot resolve, or lets through in a few batches as outliers, is priced at the witness."""
+    rule cannot resolve, or lets through in a few batches as outliers, is priced at the witness. `floor`
+    replaces PRICE's, for scripts/price_floor.py's what-ifs."""
     p = PRICE.get(device, PRICE["cuda"])
-    allowance = p["handover"] * handover_ms + max(p["floor"], p["noise"] * spread_ms)
+    allowance = p["handover"] * handover_ms + max(p["floor"] if floor is None else floor, p["noise"] * spread_ms)
     least = (wall_ms - handover_ms - allowance) / n
     return max(reported_ms / n, least)
 

@@ -14,7 +14,7 @@ import json
 import statistics
 from pathlib import Path
 
-from kernelbench_cli.integrity import PRICE
+from kernelbench_cli.integrity import PRICE, witnessed_per_call
 
 
 def records(paths: list[str]):
@@ -47,8 +47,7 @@ def main() -> None:
         own = statistics.median(c / n for c, w, n in wb)
         cells = []
         for f in floors:
-            allowance = max(f, noise * sd)
-            priced = [max(c / n, (w - ho - allowance) / n) for c, w, n in wb]
+            priced = [witnessed_per_call(c, w, n, ho, sd, "cuda", floor=f) for c, w, n in wb]
             hit = sum(p > c / n for p, (c, w, n) in zip(priced, wb))
             cells.append(f"{hit:3d}/{len(wb):<3d} {statistics.median(priced) / own:5.2f}")
         print(f"{r['problem'][:26]:26} {r['candidate'][:22]:22} {r['status'][:10]:10} {sorted(n for *_, n in wb)[len(wb) // 2]:4d} "
