@@ -271,11 +271,10 @@ def static_flags(source: str, filename: str = "<candidate>") -> list[Flag]:
 # call: a lie that large is caught (a clock 10x slow on kernels from ~0.3 ms), a smaller one is not yet.
 # Per device: on the H200 host (16 cores) the witness sees honest calls within ~10% of their own clock. On a
 # 2-core CPU box, before the slots pinned their threads (cpus.py, session 27), honest sub-ms calls showed up to
-# ~0.5x of a call unaccounted for, and the ratio was 0.6 there: a clock lying by 1.5x passed unpriced
-# (tests/adversarial clock_hook_modest). Pinned, the 53 jobs on that box that do not lie about their clock (the
-# corpus, the bundled kernels, the generalisation fixtures: 0.13-25 ms calls, results/cpu/witness-margin-20261207-
-# s28.txt) needed no share beyond the slack but two (0.07, 0.035): a quarter of a call leaves room for a loaded box
-# while a lie must stay under ~1.25x not to be flagged (and is priced at the witness less the slack: PRICE).
+# ~0.5x of a call unaccounted for, and the ratio was 0.6: a clock lying by 1.5x passed unpriced (clock_hook_modest).
+# Pinned, the 53 honest jobs there (0.13-25 ms calls, results/cpu/witness-margin-20261207-s28.txt) needed no share
+# beyond the slack but two (0.07, 0.035): a quarter of a call leaves room for a loaded box while a lie must stay
+# under ~1.25x not to be flagged (and is priced at the witness less the slack: PRICE).
 WITNESS_RATIO = {"cuda": 0.10, "cpu": 0.25}
 WITNESS_HANDOVER = 0.5
 WITNESS_MARGIN_MS = 0.05
@@ -326,28 +325,29 @@ def check_witness(reported: list[float], witness: list[float], sizes: list[int],
 
 
 # Pricing: each batch costs at least its witness less the hand-over and an allowance per batch. On CUDA the
-# allowance is absolute, not a share of the hand-over, because the hand-over grows with the batch (a flush and
-# an output copy per call) while what it fails to model does not: honest kernels on the H200 showed 0.3-0.4 ms
-# per batch beyond the stand-in, at 4 and at 32 calls (results/H200/witness-20261203-s14.txt); twice the
-# hand-over's noise where that is larger. So a clock that lies on a kernel shorter than the flag rule resolves
-# hides at most the floor / n per call. Since session 26 the hand-over is pinged in the timed rounds' rhythm and
-# holds most of that: honest batches on a lent H100 came 0.31 ms at most over it (A/A, 48 batches, session 28), and
-# 0.5 ms left a 10x lie on a 0.026 ms kernel in batches of ~48 at 1.65x (tests/test_gpu.py): now 0.35 ms.
-# On the CPU the flag rule's slack per batch, and no share of the call: priced so, the honest and exploit jobs of
-# results/cpu/witness-margin-20261207-s28.txt moved by 0.0-1.3% (1 in 10 batches priced, by little), where a ratio as the flag rule's let a clock lying by 1.2x keep it all
-# (tests/adversarial clock_hook_slight): a lie under the flag rule keeps only the slack, (hand-over / 2 + 4 sd) / n.
-PRICE = {"cuda": dict(handover=0.0, floor=0.35, noise=2.0),
+# allowance is absolute, not a share of the hand-over, which grows with the batch (a flush and an output copy per
+# call) while what it fails to model does not (H200: 0.3-0.4 ms a batch at 4 and 32 calls, session 14); or the
+# hand-over's noise in sd, where larger. A clock lying on a kernel shorter than the flag rule resolves hides at most
+# that / n per call. Honest H100 A/A batches came 0.31 ms at most over the hand-over (session 28), and 0.5 ms left
+# a 10x lie on a 0.026 ms kernel at 1.65x (tests/test_gpu.py): 0.35 ms since. In session 30 the H100's hand-over
+# noise was 0.1-0.9 ms (sd, from its MAD), and twice it let that lie keep 1.73x: once, 1.37x. Repriced so, honest
+# CUDA kernels in session 30's records moved 0-2.5%, ~0.03 ms ones up to 10% in jobs of 2-4 batches (docs/
+# architecture.md). On the CPU the flag rule's slack per batch, no share of the call: the jobs of results/cpu/
+# witness-margin-20261207-s28.txt moved 0.0-1.3%, where the flag rule's ratio let a clock lying by 1.2x keep it
+# all (tests/adversarial clock_hook_slight); a lie under the rule keeps (hand-over / 2 + 4 sd) / n.
+PRICE = {"cuda": dict(handover=0.0, floor=0.35, noise=1.0),
          "cpu": dict(handover=WITNESS_HANDOVER, floor=WITNESS_MARGIN_MS, noise=WITNESS_NOISE)}
 
 
 def witnessed_per_call(reported_ms: float, wall_ms: float, n: int, handover_ms: float, spread_ms: float,
-                       device: str = "cuda", floor: float | None = None) -> float:
+                       device: str = "cuda", floor: float | None = None, noise: float | None = None) -> float:
     """The per-call time of one batch of n calls that the timing may use: the candidate's own figure, or, where
     the witness says more went by, the wall less the hand-over and the allowance (PRICE). So a lie the flag
-    rule cannot resolve, or lets through in a few batches as outliers, is priced at the witness. `floor`
-    replaces PRICE's, for scripts/price_floor.py's what-ifs."""
+    rule cannot resolve, or lets through in a few batches as outliers, is priced at the witness. `floor` and
+    `noise` replace PRICE's, for scripts/price_floor.py's what-ifs."""
     p = PRICE.get(device, PRICE["cuda"])
-    allowance = p["handover"] * handover_ms + max(p["floor"] if floor is None else floor, p["noise"] * spread_ms)
+    allowance = p["handover"] * handover_ms + max(p["floor"] if floor is None else floor,
+                                                  (p["noise"] if noise is None else noise) * spread_ms)
     least = (wall_ms - handover_ms - allowance) / n
     return max(reported_ms / n, least)
 

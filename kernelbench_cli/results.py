@@ -97,8 +97,9 @@ class Timing:
     canary_ms: dict = field(default_factory=dict)   # CUDA: the clock canary per batch, "before" the import, "after"
     first_rest_ms: dict = field(default_factory=dict)  # CUDA, per timed batch and side: [first call, mean of the rest]
     batch_diag_ms: dict = field(default_factory=dict)  # CUDA, per "ping" (hand-over) and timed "cand" batch: [witness,
-    #                                   claimed, device span, host queued, delivered, synced] (the span and host times
-    #                                   are the candidate process's word: for reading the witness's excess, not judging)
+    #                                   claimed, freeze, probe, device span, host queued, delivered, synced] (the
+    #                                   freeze and the device-idle probe are the judge's; the span and host times the
+    #                                   candidate process's word: for reading the witness's excess, not judging)
     witness_retried: bool = False       # the witness was not satisfied by a first timing; these are the second's
     note: str = ""              # why this job has no speed (INTERPRETED): left out of speedups and the gate
 

@@ -63,19 +63,20 @@ def one(r: dict, show_rounds: bool) -> None:
           f"without the {len(rows) - len(clean)} priced round(s) {geomean([x['ref'] / x['cand'] for x in clean]):.4f}")
     diag = t.get("batch_diag_ms") or {}
     if diag.get("ping") and diag.get("cand"):
-        names = ("witness", "claimed", "excess", "dev span", "span-claimed", "host queued", "delivered", "synced",
-                 "witness-synced")
+        names = ("witness", "claimed", "excess", "freeze", "probe", "dev span", "span-claimed", "host queued",
+                 "delivered", "synced", "witness-synced")
+
         def cols(rows):
             out = []
-            for x in rows:
-                w, c, *said = x
+            for x in rows:      # [witness, claimed, freeze, probe, *said] since session 30; before, no freeze, probe
+                w, c, *rest = x
+                judge, said = (rest[:2], rest[2:]) if len(rest) in (2, 6) else ([None, None], rest)
                 more = [said[0], said[0] - c, *said[1:], w - said[3]] if len(said) == 4 else [None] * 6
-                out.append([w, c, w - c, *more])
+                out.append([w, c, w - c, *judge, *more])
             return [statistics.median(v for v in col if v is not None) if any(v is not None for v in col) else None
                     for col in zip(*out)]
-        ping, cand = cols(diag["ping"][1:]), cols(diag["cand"])
         print("  batch, median ms   " + " ".join(f"{n:>12s}" for n in names))
-        for label, row in (("ping (stand-in)", ping), ("timed (candidate)", cand)):
+        for label, row in (("ping (stand-in)", cols(diag["ping"][1:])), ("timed (candidate)", cols(diag["cand"]))):
             print(f"  {label:19s}" + " ".join(f"{v:12.4f}" if v is not None else f"{'-':>12s}" for v in row))
     print(f"  per-round spread (stdev/mean): ref {statistics.pstdev(ref) / statistics.mean(ref):.4f}, "
           f"own {statistics.pstdev([x['own'] for x in rows]) / statistics.mean([x['own'] for x in rows]):.4f}, "

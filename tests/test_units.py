@@ -462,6 +462,9 @@ def test_a_batch_counts_for_no_less_than_the_witness_accepts():
     # the same lie in batches of 48 with the hand-over pinged in rhythm (H100, session 28: priced 1.65x at a 0.5 ms
     # allowance): the allowance left to it is 0.35 ms a batch, 0.0073 ms a call
     assert witnessed_per_call(48 * 0.0026, 48 * 0.0263 + 3.8, 48, 3.8, 0.05, "cuda") > 0.0263 / 1.4
+    # and in batches of 64 under a noisy hand-over (H100, session 30: sd 0.31 ms, excess 1.42 ms a batch): priced at
+    # 1.73x by an allowance of twice the sd, under 1.4x by one sd
+    assert witnessed_per_call(64 * 0.0026, 64 * 0.0026 + 6.38 + 1.42, 64, 6.38, 0.309, "cuda") > 0.026 / 1.4
 
 
 def test_the_witness_rule_sees_a_lie_in_a_minority_of_batches():

@@ -14,8 +14,8 @@ from .sides import LocalSide, batch_diag
 
 # Batches per device: up to the first figure, at least the second (two per canary size), for about the third in
 # seconds of pinging. CUDA had 30 / 0.5 s until session 22: 0.26-0.59 s of every job (the H200 suite's median
-# 0.43 s) for a median and a MAD that 20 batches give about as well, as the allowance is max(0.5 ms, 2 x spread)
-# and the spread was 0.05-0.12 ms (H100, session 22): the floor decides it. The CPU keeps 30: its allowance
+# 0.43 s) for a median and a MAD that 20 batches give about as well, as the allowance was max(0.5 ms, 2 x spread)
+# and the spread 0.05-0.12 ms (H100, session 22): the floor decided it (integrity.PRICE: now max(0.35, 1 x)). The CPU keeps 30: its allowance
 # follows the hand-over itself, on a loaded 2-core box.
 PINGS = {"cuda": (20, 8, 0.3), "cpu": (30, 8, 0.5)}
 
@@ -66,7 +66,7 @@ def calibrate(s, trials: list) -> None:
         s.standin_reuses = s.standin_reuses or s.reuse(reply) is not None
         probes.append(s.probe.latency() if s.probe.cuda else 0.0)
         walls.append(wall + probes[-1] - reply.ms)
-        s.ping_diag.append(batch_diag(wall + probes[-1], reply.ms, reply))
+        s.ping_diag.append(batch_diag(wall + probes[-1], reply.ms, reply, cand.freeze_ms, probes[-1]))
         s.canary_before.append((canary, float(reply.canary)))
         if len(walls) % 2 == 0:
             reference_batch()
