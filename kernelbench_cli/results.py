@@ -96,6 +96,7 @@ class Timing:
     witness_batches: list = field(default_factory=list)  # per witnessed batch: [claimed ms, witness ms, calls]
     canary_ms: dict = field(default_factory=dict)   # CUDA: the clock canary per batch, "before" the import, "after"
     first_rest_ms: dict = field(default_factory=dict)  # CUDA, per timed batch and side: [first call, mean of the rest]
+    #                                   (the reference's also the host's ms from its lead to the first call queued)
     batch_diag_ms: dict = field(default_factory=dict)  # CUDA, per "ping" (hand-over) and timed "cand" batch: [witness,
     #                                   claimed, freeze, probe, device span, host queued, delivered, synced] (the
     #                                   freeze and the device-idle probe are the judge's; the span and host times the

@@ -40,7 +40,8 @@ def one(r: dict, show_rounds: bool) -> None:
         rf = (fr.get("ref") or [])[k] if k < len(fr.get("ref") or []) else [None, None]
         cf = (fr.get("cand") or [])[k] if k < len(fr.get("cand") or []) else [None, None]
         rows.append(dict(ref=a, cand=b, own=own, wall=wall / n, excess=excess, priced=b > own * 1.0001,
-                         ref_first=rf[0], ref_rest=rf[1], cand_first=cf[0], cand_rest=cf[1]))
+                         ref_first=rf[0], ref_rest=rf[1], cand_first=cf[0], cand_rest=cf[1],
+                         ref_lead=rf[2] if len(rf) > 2 else None))      # (since session 30)
     print(f"{r['problem']} :: {r.get('candidate', '')}: batch {t.get('batch')}, hand-over {ho:.3f} ms "
           f"(spread {sp:.3f}), allowance {allowance:.3f} ms per batch, {len(rows)} rounds, stop {t.get('stop_reason')}")
     if show_rounds:
@@ -58,7 +59,10 @@ def one(r: dict, show_rounds: bool) -> None:
     if all(x["ref_rest"] is not None and x["cand_rest"] is not None for x in rows):
         print(f"  first call over the rest, median: ref {statistics.median(x['ref_first'] - x['ref_rest'] for x in rows):+.4f} ms, "
               f"cand {statistics.median(x['cand_first'] - x['cand_rest'] for x in rows):+.4f} ms; speedup from the rest only "
-              f"{geomean([x['ref_rest'] / x['cand_rest'] for x in rows]):.4f}")
+              f"{geomean([x['ref_rest'] / x['cand_rest'] for x in rows]):.4f}"
+              + (f"; the reference's host from its lead to its first call queued, median "
+                 f"{statistics.median(x['ref_lead'] for x in rows):.3f} ms, max {max(x['ref_lead'] for x in rows):.3f}"
+                 if all(x["ref_lead"] is not None for x in rows) else ""))
     print(f"  speedup as reported {as_reported:.4f} (kbench {t.get('speedup'):.4f}); own clock only {own:.4f}; "
           f"without the {len(rows) - len(clean)} priced round(s) {geomean([x['ref'] / x['cand'] for x in clean]):.4f}")
     diag = t.get("batch_diag_ms") or {}

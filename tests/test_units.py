@@ -467,6 +467,16 @@ def test_a_batch_counts_for_no_less_than_the_witness_accepts():
     assert witnessed_per_call(64 * 0.0026, 64 * 0.0026 + 6.38 + 1.42, 64, 6.38, 0.309, "cuda") > 0.026 / 1.4
 
 
+def test_late_work_needs_a_pattern_not_two_slow_context_switches():
+    """The device probe's rule (judge/sides.DeviceProbe.late): an honest wgmma kernel had 2 of its 3 correctness
+    probes slow on an H100 (session 30); a candidate that leaves work behind does so after every call."""
+    from kernelbench_cli.judge.sides import DeviceProbe
+    probe = DeviceProbe("cpu")
+    for busy, probed, late in ((2, 3, False), (3, 3, True), (3, 15, True), (3, 16, False), (4, 16, True)):
+        probe.busy_calls, probe.probed = busy, probed
+        assert probe.late() is late, (busy, probed)
+
+
 def test_the_witness_rule_sees_a_lie_in_a_minority_of_batches():
     """Three honest batches and two that hide 90% of their time (the red team's median_lie): the median batch is
     honest, the mean over batches is not. Honest noise (one slow batch among many) stays under the rule."""

@@ -218,18 +218,20 @@ class LocalSide:
         if fresh:      # untimed: new lanes (and the lead spin's first launch) made the first timed batch's first
             self._batch(n)      # call 0.2 ms slow (H100, L2/3: 0.48 ms, the rest 0.27); the candidate's warm-up
             #                     is whole batches
-        each, wall = self._batch(n)
+        each, wall, lead = self._batch(n)
         self.host_ms.append(wall / n)       # the batch's wall per call
-        self.first_rest.append(first_rest(each))
+        self.first_rest.append(first_rest(each) + [round(lead, 5)])
         return [sum(each) / n] * n
 
-    def _batch(self, n: int) -> tuple[list[float], float]:
-        """n calls on fresh inputs: each call's device time, and the batch's wall (ms)."""
+    def _batch(self, n: int) -> tuple[list[float], float, float]:
+        """n calls on fresh inputs: each call's device time, the batch's wall, and the host's time from the
+        lead's launch to the first call queued (ms): over the lead's device time (~0.26 ms), the device waited
+        for the host inside the first call's interval (a diagnostic: first_rest_ms)."""
         for lane in self.lanes[:n]:
             self.feed.fill(lane)
         self.flush()
         torch.cuda.synchronize()
-        events = []
+        events, lead = [], 0
         t0 = time.perf_counter_ns()
         if not self.flush.hold():           # the host ahead of the device from the first call on, as the
             torch.cuda._sleep(LEAD_SPIN)    # candidate's is (LEAD_SPIN)
@@ -242,8 +244,9 @@ class LocalSide:
                 self.fn(*lane)
                 end.record()
                 events.append((start, end))
+                lead = lead or time.perf_counter_ns() - t0
         torch.cuda.synchronize()
-        return [a.elapsed_time(b) for a, b in events], (time.perf_counter_ns() - t0) / 1e6
+        return [a.elapsed_time(b) for a, b in events], (time.perf_counter_ns() - t0) / 1e6, lead / 1e6
 
     def _sample_cpu(self, n: int) -> list[float]:
         """n calls, each on freshly filled inputs; their mean per call, as the candidate's batch is counted
