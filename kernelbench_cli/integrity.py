@@ -298,9 +298,9 @@ def check_witness(reported: list[float], witness: list[float], sizes: list[int],
     # geometric mean over rounds, one batch each) takes them in (red team, session 9: a lie in 2 of 5
     # batches, 2.5x for a 0.93x kernel): the mean over batches, and the count of batches over twice their own
     # allowance. Both let the same few batches be outliers (a tenth, at least one): the mean leaves out the
-    # batches with the most excess per call, so one descheduled batch on a busy CPU box (~105 ms in a CI run)
-    # does not flag an honest kernel, and a lie confined to that many batches stays bounded (~1.3x through
-    # the geomean); more over-twice batches than that is a pattern, not a descheduled core.
+    # batches with the most excess per call, so one descheduled batch on a busy CPU box (~105 ms in a CI run) does
+    # not flag an honest kernel, and a lie confined to that many batches stays bounded (~1.3x through the geomean);
+    # more over-twice batches than that is a pattern, not a descheduled core.
     outliers = max(1, len(sizes) // 10)
     excess = [(w - handover_ms - r) / k for r, w, k in zip(reported, witness, sizes)]     # per call
     kept = sorted(range(len(sizes)), key=lambda i: excess[i])
@@ -324,30 +324,30 @@ def check_witness(reported: list[float], witness: list[float], sizes: list[int],
     return None
 
 
-# Pricing: each batch costs at least its witness less the hand-over and an allowance per batch. On CUDA the
-# allowance is absolute, not a share of the hand-over, which grows with the batch (a flush and an output copy per
-# call) while what it fails to model does not (H200: 0.3-0.4 ms a batch at 4 and 32 calls, session 14); or the
-# hand-over's noise in sd, where larger. A clock lying on a kernel shorter than the flag rule resolves hides at most
-# that / n per call. Honest H100 A/A batches came 0.31 ms at most over the hand-over (session 28), and 0.5 ms left
-# a 10x lie on a 0.026 ms kernel at 1.65x (tests/test_gpu.py): 0.35 ms since. In session 30 the H100's hand-over
-# noise was 0.1-0.9 ms (sd, from its MAD), and twice it let that lie keep 1.73x: once, 1.37x. Repriced so, honest
-# CUDA kernels in session 30's records moved 0-2.5%, ~0.03 ms ones up to 10% in jobs of 2-4 batches (docs/
-# architecture.md). On the CPU the flag rule's slack per batch, no share of the call: the jobs of results/cpu/
-# witness-margin-20261207-s28.txt moved 0.0-1.3%, where the flag rule's ratio let a clock lying by 1.2x keep it
-# all (tests/adversarial clock_hook_slight); a lie under the rule keeps (hand-over / 2 + 4 sd) / n.
-PRICE = {"cuda": dict(handover=0.0, floor=0.35, noise=1.0),
-         "cpu": dict(handover=WITNESS_HANDOVER, floor=WITNESS_MARGIN_MS, noise=WITNESS_NOISE)}
+# Pricing: each batch costs at least its witness less the hand-over and an allowance per batch. On CUDA the allowance
+# is absolute, not a share of the hand-over, which grows with the batch (a flush and an output copy per call) while
+# what it fails to model does not (H200: 0.3-0.4 ms a batch at 4 and 32 calls, session 14); or the hand-over's noise
+# in sd, where larger. A clock lying on a kernel shorter than the flag rule resolves hides at most that / n per call.
+# Honest H100 A/A batches came 0.31 ms at most over the hand-over (session 28), and 0.5 ms left a 10x lie on a 0.026
+# ms kernel at 1.65x: 0.35 ms since. In session 30 the H100's hand-over noise was 0.1-0.9 ms, and twice it let that
+# lie keep 1.73x: once, 1.37x (honest CUDA kernels moved 0-2.5%, ~0.03 ms ones up to 10% in 2-4 batches:
+# docs/architecture.md). The noise term stops at `cap`: a host made noisy during the pings (another candidate's build
+# beside them) widens no lie's allowance past it; honest batches pay for such noise instead (session 30: honest sd 0.6
+# at most). On the CPU the flag rule's slack per batch, no share of the call: the jobs of
+# results/cpu/witness-margin-20261207-s28.txt moved 0.0-1.3%, where the flag rule's ratio let a clock lying by 1.2x
+# keep it all (clock_hook_slight); a lie under the rule keeps (hand-over / 2 + 4 sd) / n.
+PRICE = {"cuda": dict(handover=0.0, floor=0.35, noise=1.0, cap=0.5),
+         "cpu": dict(handover=WITNESS_HANDOVER, floor=WITNESS_MARGIN_MS, noise=WITNESS_NOISE, cap=float("inf"))}
 
 
 def witnessed_per_call(reported_ms: float, wall_ms: float, n: int, handover_ms: float, spread_ms: float,
                        device: str = "cuda", floor: float | None = None, noise: float | None = None) -> float:
-    """The per-call time of one batch of n calls that the timing may use: the candidate's own figure, or, where
-    the witness says more went by, the wall less the hand-over and the allowance (PRICE). So a lie the flag
-    rule cannot resolve, or lets through in a few batches as outliers, is priced at the witness. `floor` and
-    `noise` replace PRICE's, for scripts/price_floor.py's what-ifs."""
+    """The per-call time of one batch of n calls that the timing may use: the candidate's own figure, or, where the
+    witness says more went by, the wall less the hand-over and the allowance (PRICE). So a lie the flag rule cannot
+    resolve, or lets through in a few batches as outliers, is priced at the witness. `floor`, `noise`: what-ifs."""
     p = PRICE.get(device, PRICE["cuda"])
-    allowance = p["handover"] * handover_ms + max(p["floor"] if floor is None else floor,
-                                                  (p["noise"] if noise is None else noise) * spread_ms)
+    noisy = min((p["noise"] if noise is None else noise) * spread_ms, p["cap"])
+    allowance = p["handover"] * handover_ms + max(p["floor"] if floor is None else floor, noisy)
     least = (wall_ms - handover_ms - allowance) / n
     return max(reported_ms / n, least)
 

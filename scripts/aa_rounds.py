@@ -14,7 +14,7 @@ import sys
 
 from kernelbench_cli.integrity import PRICE
 
-FLOOR_MS, NOISE = PRICE["cuda"]["floor"], PRICE["cuda"]["noise"]     # the witness's allowance per batch
+FLOOR_MS, NOISE, CAP = (PRICE["cuda"][k] for k in ("floor", "noise", "cap"))     # the witness's allowance per batch
 
 
 def geomean(xs: list[float]) -> float:
@@ -30,7 +30,7 @@ def one(r: dict, show_rounds: bool) -> None:
     if t.get("throttled_rounds"):
         print(f"  ({t['throttled_rounds']} throttled round(s): rounds may not line up with batches)")
     ho, sp = t.get("handover_ms") or 0.0, t.get("handover_spread_ms") or 0.0
-    allowance = max(FLOOR_MS, NOISE * sp)
+    allowance = max(FLOOR_MS, min(NOISE * sp, CAP))
     fr = t.get("first_rest_ms") or {}
     rows = []
     for k, (a, b) in enumerate(zip(ref, cand)):
