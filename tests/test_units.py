@@ -477,6 +477,14 @@ def test_late_work_needs_a_pattern_not_two_slow_context_switches():
     for busy, probed, late in ((2, 3, False), (3, 3, True), (3, 15, True), (3, 16, False), (4, 16, True)):
         probe.busy_calls, probe.probed = busy, probed
         assert probe.late() is late, (busy, probed)
+    # after a busy probe the judge probes until the device is idle, and all of that is the call's witness time
+    # (the GPU's latencies stand in here: the loop is the judge's own rule)
+    probe.cuda, probe.threshold_ms, probe.busy_calls, probe.probed = True, 0.5, 0, 0
+    seen = iter([2.0, 1.5, 0.3, 9.9])
+    probe.latency = lambda: next(seen)
+    assert probe.after_call() == 2.0 + 1.5 + 0.3 and probe.busy_calls == 1 and probe.probed == 1
+    seen = iter([0.3, 9.9])
+    assert probe.after_call() == 0.3 and probe.busy_calls == 1
 
 
 def test_the_witness_rule_sees_a_lie_in_a_minority_of_batches():

@@ -27,6 +27,7 @@ PROBE_CALLS = 20        # device-idle probe baseline: median of this many
 # saw 5 of 24 probes 0.13 ms over a 0.2 ms idle, session 15: a switch's cost varies by that much)...
 PROBE_BUSY_MARGIN_MS = 0.25
 PROBE_BUSY_NOISE = 4.0       # ...and than this many robust standard deviations of it
+PROBE_SETTLE = 4             # after a busy probe, up to this many more until one finds the device idle
 
 # LEAD_SPIN: every timed CUDA reference batch starts with an untimed spin of this many cycles (~0.26 ms on
 # the H200), so the host has queued the first call before the device reaches its start event, as it has every
@@ -172,16 +173,24 @@ class DeviceProbe:
         return (time.perf_counter_ns() - t0) / 1e6
 
     def after_call(self) -> float:
-        """Probe once after a call (the candidate frozen); the latency in ms (0 on the CPU). It is part of the
-        call's witness time: device work the candidate left behind delays it."""
+        """Probe after a call (the candidate frozen); the latency in ms (0 on the CPU), part of the call's witness:
+        device work the candidate left behind delays it. A busy probe is followed by more until one finds the
+        device idle (PROBE_SETTLE): a probe waits for the other context's work only as long as the GPU lets it
+        wait (a time slice, where that work is preempted), and what runs on would overlap the next reference
+        batch in a round where the rule below forgives it (late()); waited for, it is the candidate's time."""
         if not self.cuda:
             return 0.0
-        ms = self.latency()
+        ms = total = self.latency()
         self.probed += 1
         if ms > self.threshold_ms:
             self.busy_calls += 1
             self.worst = max(self.worst, ms)
-        return ms
+            for _ in range(PROBE_SETTLE):
+                ms = self.latency()
+                total += ms
+                if ms <= self.threshold_ms:
+                    break
+        return total
 
 
 class LocalSide:
