@@ -259,22 +259,21 @@ def static_flags(source: str, filename: str = "<candidate>") -> list[Flag]:
 
 # --- runtime checks ----------------------------------------------------------------------------------
 
-# The witness: the reference process's clock from handing a batch of n calls over to receiving the reply
-# and seeing the device idle. What it measures beyond the candidate's own claims is the hand-over
-# (calibrated before any candidate code ran, on a stand-in: messages, signals, flushes, output copies) and
-# noise. A claim is refused when the median unexplained time per call exceeds
+# The witness: the reference process's clock from handing a batch of n calls over to receiving the reply and seeing
+# the device idle. What it measures beyond the candidate's own claims is the hand-over (calibrated before any
+# candidate code ran, on a stand-in: messages, signals, flushes, output copies) and noise. A claim is refused when the
+# median unexplained time per call exceeds
 #     WITNESS_RATIO x claimed + (WITNESS_HANDOVER x hand-over + max(WITNESS_MARGIN_MS, WITNESS_NOISE x noise)) / n
-# which bounds how much of a call a candidate can hide, whatever clock it patched. Batches (judge/session.py
-# batch_size: ~2 ms of reference work) spread the hand-over's noise (~0.1 ms on the H200) over n calls. The
-# hand-over term absorbs the stand-in's model error: honest H200 kernels showed 0.08-0.16 ms per call more
-# than the stand-in (results/H200/witness-20261201.txt), so today's bound on the H200 is ~0.15-0.25 ms per
-# call: a lie that large is caught (a clock 10x slow on kernels from ~0.3 ms), a smaller one is not yet.
-# Per device: on the H200 host (16 cores) the witness sees honest calls within ~10% of their own clock. On a
-# 2-core CPU box, before the slots pinned their threads (cpus.py, session 27), honest sub-ms calls showed up to
-# ~0.5x of a call unaccounted for, and the ratio was 0.6: a clock lying by 1.5x passed unpriced (clock_hook_modest).
-# Pinned, the 53 honest jobs there (0.13-25 ms calls, results/cpu/witness-margin-20261207-s28.txt) needed no share
-# beyond the slack but two (0.07, 0.035): a quarter of a call leaves room for a loaded box while a lie must stay
-# under ~1.25x not to be flagged (and is priced at the witness less the slack: PRICE).
+# which bounds how much of a call a candidate can hide, whatever clock it patched. Batches
+# (judge/sides.calls_per_batch) spread the hand-over's noise (~0.1 ms on the H200) over n calls. The hand-over term
+# absorbs the stand-in's model error: honest H200 kernels showed 0.08-0.16 ms per call more than the stand-in
+# (results/H200/witness-20261201.txt), so today's bound on the H200 is ~0.15-0.25 ms per call: a lie that large is
+# caught (a clock 10x slow on kernels from ~0.3 ms), a smaller one is not yet. On a 2-core CPU box, before the slots
+# pinned their threads (cpus.py, session 27), honest sub-ms calls showed up to ~0.5x of a call unaccounted for, and
+# the ratio was 0.6: a clock lying by 1.5x passed unpriced (clock_hook_modest). Pinned, the 53 honest jobs there
+# (0.13-25 ms calls, results/cpu/witness-margin-20261207-s28.txt) needed no share beyond the slack but two (0.07,
+# 0.035): a quarter of a call leaves room for a loaded box while a lie must stay under ~1.25x not to be flagged;
+# priced below (PRICE).
 WITNESS_RATIO = {"cuda": 0.10, "cpu": 0.25}
 WITNESS_HANDOVER = 0.5
 WITNESS_MARGIN_MS = 0.05
@@ -326,29 +325,30 @@ def check_witness(reported: list[float], witness: list[float], sizes: list[int],
 
 # Pricing: each batch costs at least its witness less the hand-over and an allowance per batch. On CUDA the allowance
 # is absolute, not a share of the hand-over, which grows with the batch (a flush and an output copy per call) while
-# what it fails to model does not (H200: 0.3-0.4 ms a batch at 4 and 32 calls, session 14); or the hand-over's noise
-# in sd, where larger. A clock lying on a kernel shorter than the flag rule resolves hides at most that / n per call.
-# Honest H100 A/A batches came 0.31 ms at most over the hand-over (session 28), and 0.5 ms left a 10x lie on a 0.026
-# ms kernel at 1.65x: 0.35 ms since. In session 30 the H100's hand-over noise was 0.1-0.9 ms, and twice it let that
-# lie keep 1.73x: once, 1.37x (honest CUDA kernels moved 0-2.5%, ~0.03 ms ones up to 10% in 2-4 batches:
-# docs/architecture.md). The noise term stops at `cap`: a host made noisy during the pings (another candidate's build
-# beside them) widens no lie's allowance past it; honest batches pay for such noise instead (session 30: honest sd 0.6
-# at most). On the CPU the flag rule's slack per batch, no share of the call: the jobs of
-# results/cpu/witness-margin-20261207-s28.txt moved 0.0-1.3%, where the flag rule's ratio let a clock lying by 1.2x
-# keep it all (clock_hook_slight); a lie under the rule keeps (hand-over / 2 + 4 sd) / n.
+# what it fails to model does not; or the hand-over's noise in sd, where larger, up to `cap`. A clock lying on a
+# kernel shorter than the flag rule resolves hides at most that / n per call. 0.5 ms left a 10x lie on a 0.026 ms
+# kernel at 1.65x (H100, session 28): 0.35 ms since. In session 30 the H100's hand-over noise was 0.1-0.9 ms, and
+# twice it let that lie keep 1.73x: once, 1.37x (honest CUDA kernels moved 0-2.5%, ~0.03 ms ones up to 10%:
+# docs/architecture.md). The cap: a host made noisy during the pings (another candidate's build beside them) widens no
+# lie's allowance past it. On the CPU the flag rule's slack, no share of the call (clock_hook_slight;
+# results/cpu/witness-margin-20261207-s28.txt: honest jobs moved 0.0-1.3%).
 PRICE = {"cuda": dict(handover=0.0, floor=0.35, noise=1.0, cap=0.5),
          "cpu": dict(handover=WITNESS_HANDOVER, floor=WITNESS_MARGIN_MS, noise=WITNESS_NOISE, cap=float("inf"))}
 
 
-def witnessed_per_call(reported_ms: float, wall_ms: float, n: int, handover_ms: float, spread_ms: float,
-                       device: str = "cuda", floor: float | None = None, noise: float | None = None) -> float:
-    """The per-call time of one batch of n calls that the timing may use: the candidate's own figure, or, where the
-    witness says more went by, the wall less the hand-over and the allowance (PRICE). So a lie the flag rule cannot
-    resolve, or lets through in a few batches as outliers, is priced at the witness. `floor`, `noise`: what-ifs."""
+def price_allowance(handover_ms: float, spread_ms: float, device: str = "cuda", floor: float | None = None,
+                    noise: float | None = None) -> float:
+    """What a batch's wall may exceed the hand-over by, unpriced (PRICE); `floor`, `noise`: what-ifs (scripts)."""
     p = PRICE.get(device, PRICE["cuda"])
     noisy = min((p["noise"] if noise is None else noise) * spread_ms, p["cap"])
-    allowance = p["handover"] * handover_ms + max(p["floor"] if floor is None else floor, noisy)
-    least = (wall_ms - handover_ms - allowance) / n
+    return p["handover"] * handover_ms + max(p["floor"] if floor is None else floor, noisy)
+
+
+def witnessed_per_call(reported_ms: float, wall_ms: float, n: int, handover_ms: float, spread_ms: float,
+                       device: str = "cuda", floor: float | None = None, noise: float | None = None) -> float:
+    """One batch's per-call time for the timing: the candidate's own figure, or, where the witness says more went by,
+    the wall less the hand-over and the allowance: a lie the flag rule misses or forgives as an outlier is priced."""
+    least = (wall_ms - handover_ms - price_allowance(handover_ms, spread_ms, device, floor, noise)) / n
     return max(reported_ms / n, least)
 
 

@@ -29,6 +29,12 @@ def median(xs) -> float:
     return float(statistics.median(xs))
 
 
+def mad_sd(xs) -> float:
+    """The median absolute deviation, scaled to a normal distribution's standard deviation."""
+    m = median(xs)
+    return 1.4826 * median([abs(x - m) for x in xs])
+
+
 def geomean(xs) -> float:
     xs = list(xs)
     if not xs or any(x <= 0 for x in xs):

@@ -12,9 +12,7 @@ import math
 import statistics
 import sys
 
-from kernelbench_cli.integrity import PRICE
-
-FLOOR_MS, NOISE, CAP = (PRICE["cuda"][k] for k in ("floor", "noise", "cap"))     # the witness's allowance per batch
+from kernelbench_cli.integrity import price_allowance
 
 
 def geomean(xs: list[float]) -> float:
@@ -30,7 +28,7 @@ def one(r: dict, show_rounds: bool) -> None:
     if t.get("throttled_rounds"):
         print(f"  ({t['throttled_rounds']} throttled round(s): rounds may not line up with batches)")
     ho, sp = t.get("handover_ms") or 0.0, t.get("handover_spread_ms") or 0.0
-    allowance = max(FLOOR_MS, min(NOISE * sp, CAP))
+    allowance = price_allowance(ho, sp)
     fr = t.get("first_rest_ms") or {}
     rows = []
     for k, (a, b) in enumerate(zip(ref, cand)):

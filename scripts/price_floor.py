@@ -17,7 +17,8 @@ import json
 import statistics
 from pathlib import Path
 
-from kernelbench_cli.integrity import PRICE, witnessed_per_call
+from kernelbench_cli.integrity import PRICE, price_allowance, witnessed_per_call
+from kernelbench_cli.stats import mad_sd
 
 
 def records(paths: list[str]):
@@ -40,7 +41,7 @@ def main() -> None:
     floors, noise = [float(x) for x in a.floors.split(",")], a.noise
     print(f"today's floor {PRICE['cuda']['floor']} ms, noise {PRICE['cuda']['noise']} sd (here {noise}); per floor: "
           "batches priced / all, median priced per call over own; sd of the pings' freeze | probe | rest")
-    print(f"{'problem':26} {'candidate':22} {'status':10} {'n':>4} {'own ms':>8} {'k*sd':>6} {'exc med':>8} {'worst':>7}  "
+    print(f"{'problem':26} {'candidate':22} {'status':10} {'n':>4} {'own ms':>8} {'noise':>6} {'exc med':>8} {'worst':>7}  "
           + "  ".join(f"F={f:<11}" for f in floors) + "  sd: freeze|probe|rest")
     for r in records(a.paths):
         t = r.get("timing") or {}
@@ -56,13 +57,8 @@ def main() -> None:
             hit = sum(p > c / n for p, (c, w, n) in zip(priced, wb))
             cells.append(f"{hit:3d}/{len(wb):<3d} {statistics.median(priced) / own:5.2f}")
         print(f"{r['problem'][:26]:26} {r['candidate'][:22]:22} {r['status'][:10]:10} {sorted(n for *_, n in wb)[len(wb) // 2]:4d} "
-              f"{own:8.4f} {noise * sd:6.3f} {excess[len(excess) // 2]:8.3f} {excess[-1]:7.3f}  " + "  ".join(cells)
+              f"{own:8.4f} {price_allowance(ho, sd, floor=0.0, noise=noise):6.3f} {excess[len(excess) // 2]:8.3f} {excess[-1]:7.3f}  " + "  ".join(cells)
               + split_noise((t.get("batch_diag_ms") or {}).get("ping") or []))
-
-
-def mad_sd(xs: list[float]) -> float:
-    m = statistics.median(xs)
-    return 1.4826 * statistics.median(abs(x - m) for x in xs)
 
 
 def split_noise(pings: list) -> str:

@@ -13,10 +13,10 @@ from ..correctness import synchronize, tensors
 from .sides import LocalSide, batch_diag
 
 # Batches per device: up to the first figure, at least the second (two per canary size), for about the third in
-# seconds of pinging. CUDA had 30 / 0.5 s until session 22: 0.26-0.59 s of every job (the H200 suite's median
-# 0.43 s) for a median and a MAD that 20 batches give about as well, as the allowance was max(0.5 ms, 2 x spread)
-# and the spread 0.05-0.12 ms (H100, session 22): the floor decided it (integrity.PRICE: now max(0.35, 1 x)). The CPU keeps 30: its allowance
-# follows the hand-over itself, on a loaded 2-core box.
+# seconds of pinging. CUDA had 30 / 0.5 s until session 22: 0.26-0.59 s of every job (the H200 suite's median 0.43
+# s) for a median and a MAD that 20 batches give about as well, as the allowance was max(0.5 ms, 2 x spread) and the
+# spread 0.05-0.12 ms (H100, session 22): the floor decided it (integrity.price_allowance). The CPU keeps 30: its
+# allowance follows the hand-over itself, on a loaded 2-core box.
 PINGS = {"cuda": (20, 8, 0.3), "cpu": (30, 8, 0.5)}
 
 

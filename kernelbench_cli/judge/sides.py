@@ -155,8 +155,7 @@ class DeviceProbe:
         the H200 against 0.02 ms back to back), from probes after the trusted stand-in's calls."""
         if self.cuda and latencies:
             self.idle_ms = stats.median(latencies)
-            mad = stats.median([abs(x - self.idle_ms) for x in latencies])
-            self.threshold_ms = self.idle_ms + max(PROBE_BUSY_MARGIN_MS, PROBE_BUSY_NOISE * 1.4826 * mad)
+            self.threshold_ms = self.idle_ms + max(PROBE_BUSY_MARGIN_MS, PROBE_BUSY_NOISE * stats.mad_sd(latencies))
         self.probed = self.busy_calls = 0
         self.worst = 0.0
 
