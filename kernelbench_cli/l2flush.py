@@ -1,33 +1,60 @@
-"""The L2 flush before each timed CUDA call, as kbench's own kernel: a store of zeros over twice the L2, launched
-with every thread slot of every SM taken (max threads per SM / block size blocks on each), so that no other
-kernel's block can run beside it.
+"""The L2 flush before each timed CUDA call, as kbench's own kernel: first a fence, then a store of zeros over
+twice the L2. It is launched with every thread slot of every SM taken (max threads per SM / block size blocks on
+each), and no block stores until every block of it is resident: so no other kernel's block runs beside the
+stores, and work of the candidate's still running on another stream holds the flush back instead of hiding
+under it.
 
 Why not `buf.zero_()`: torch's fill kernel leaves most of each SM free, and it is memory-bound, so a candidate
 that starts a call's compute-bound work ahead on a stream that does not wait for the timed one ran it under the
 flush almost for free: neither the call's events nor the batch's wall held it (tests/fixtures/cuda_kernels/
-cpu/1_Add_ReLU/heavy_ahead.py, docs/integrity.md "Untimed device work"). With the SMs full, work started ahead
-either runs inside some call's events or delays the flush, and then the witness's wall holds it.
+cpu/1_Add_ReLU/heavy_ahead.py, docs/integrity.md "Untimed device work"). Why the fence: a full grid alone did
+not stop it, as blocks launched ahead of the flush took their slots first and the flush's waiting blocks ran
+later (lent H100, session 31: `side_stream_ahead`, its kernel on a new pool stream each call, read 10x short
+and its batches' walls were shorter than the honest kernel's). With the fence, work started ahead runs inside
+some call's events or between an event and the flush, and both sides time that stretch (flush_ms in a reply;
+judge/flush.Flush.allow_ms says how long a flush may take on its own).
 
 The kernel is PTX loaded through the CUDA driver (ctypes, libcuda), with no compiler and no dispatcher: bound in
 the candidate process before any candidate code exists, no `torch.library` override or `Tensor.zero_` patch
-reaches it (a native hook of libcuda still could, as it could the clocks).
+reaches it (a native hook of libcuda still could, as it could the clocks; its fence counter is in the candidate
+process's memory, where candidate code could write it: the witness is the backstop for both).
 """
 from __future__ import annotations
 
 import ctypes
+import time
 
 PTX = r"""
 .version 7.0
 .target sm_70
 .address_size 64
 
-.visible .entry kbench_l2_flush(.param .u64 p_buf, .param .u64 p_n16)
+.visible .entry kbench_l2_flush(.param .u64 p_buf, .param .u64 p_n16, .param .u64 p_count,
+                                .param .u64 p_target, .param .u64 p_limit)
 {
-    .reg .pred %p<2>;
+    .reg .pred %p<4>;
     .reg .b32 %r<6>;
-    .reg .b64 %rd<8>;
+    .reg .b64 %rd<16>;
     ld.param.u64 %rd1, [p_buf];
     ld.param.u64 %rd2, [p_n16];
+    mov.u32 %r3, %tid.x;
+    setp.ne.u32 %p2, %r3, 0;
+    @%p2 bra FENCED;
+    ld.param.u64 %rd8, [p_count];
+    ld.param.u64 %rd9, [p_target];
+    ld.param.u64 %rd10, [p_limit];
+    atom.global.add.u64 %rd11, [%rd8], 1;
+    mov.u64 %rd12, %globaltimer;
+ARRIVE:
+    ld.volatile.global.u64 %rd13, [%rd8];
+    setp.ge.u64 %p3, %rd13, %rd9;
+    @%p3 bra FENCED;
+    mov.u64 %rd14, %globaltimer;
+    sub.u64 %rd15, %rd14, %rd12;
+    setp.lt.u64 %p3, %rd15, %rd10;
+    @%p3 bra ARRIVE;
+FENCED:
+    bar.sync 0;
     mov.u32 %r1, %ctaid.x;
     mov.u32 %r2, %ntid.x;
     mov.u32 %r3, %tid.x;
@@ -74,6 +101,11 @@ WAIT:
 # not torch's one-SM spin: no block of work a side stream launched ahead can run beside it.
 HOLD_CYCLES = 1 << 19
 
+# FENCE_LIMIT_NS: how long a flush's block waits for the rest of its grid to become resident before it stores
+# anyway. Only a deadlock needs it (a device where the grid cannot all be resident at once: DriverFlush refuses
+# such a device at its start); a candidate whose work holds the SMs longer only makes its own calls slow.
+FENCE_LIMIT_NS = 500_000_000
+
 
 def occupancy(threads_per_sm: int, sms: int) -> tuple[int, int]:
     """(blocks, threads per block) that take every thread slot: the largest block (a multiple of 32, at most
@@ -104,13 +136,23 @@ class DriverFlush:
         check(cuda.cuModuleGetFunction(ctypes.byref(self._fn), self._module, b"kbench_l2_flush"), "cuModuleGetFunction")
         self._hold = ctypes.c_void_p()
         check(cuda.cuModuleGetFunction(ctypes.byref(self._hold), self._module, b"kbench_hold"), "cuModuleGetFunction")
-        self._args = (ctypes.c_uint64(self.buf.data_ptr()), ctypes.c_uint64(self.buf.numel() // 16))
+        self.count = torch.zeros(1, dtype=torch.int64, device="cuda")     # blocks arrived at the fence, ever
+        self._target = ctypes.c_uint64(0)       # what the count reaches once this launch's blocks have arrived
+        self._args = (ctypes.c_uint64(self.buf.data_ptr()), ctypes.c_uint64(self.buf.numel() // 16),
+                      ctypes.c_uint64(self.count.data_ptr()), self._target, ctypes.c_uint64(FENCE_LIMIT_NS))
         self._params = params(self._args)
         self._hold_args = (ctypes.c_uint64(HOLD_CYCLES),)
         self._hold_params = params(self._hold_args)
         self._stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)   # the default stream, bound now
+        t0 = time.perf_counter()
+        self()
+        torch.cuda.synchronize()
+        if time.perf_counter() - t0 > FENCE_LIMIT_NS / 2e9:
+            raise RuntimeError(f"kbench's L2 flush could not have its {self.grid} blocks of {self.block} threads "
+                               "resident at once on this GPU (an SM limit or another context?): its fence timed out")
 
     def __call__(self) -> None:
+        self._target.value += self.grid        # (read by cuLaunchKernel at the launch)
         self._run(self._fn, self._params)
 
     def hold(self) -> None:

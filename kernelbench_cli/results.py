@@ -101,6 +101,8 @@ class Timing:
     #                                   claimed, freeze, probe, device span, host queued, delivered, synced] (the
     #                                   freeze and the device-idle probe are the judge's; the span and host times the
     #                                   candidate process's word: for reading the witness's excess, not judging)
+    flush_ms: dict = field(default_factory=dict)  # CUDA: a flush's time "alone" [median, sd] and "allow"ed, and per
+    #                                   timed batch and side the flushes after its calls [median, max, charged]
     witness_retried: bool = False       # the witness was not satisfied by a first timing; these are the second's
     note: str = ""              # why this job has no speed (INTERPRETED): left out of speedups and the gate
 

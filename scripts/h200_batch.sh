@@ -122,6 +122,7 @@ if has quality; then   # $QUALITY_RUNS times (default 1); with more, run k's fil
     cp "$RUNS/quality/timing_quality.json" "$ART/quality$sfx.json"
     cp "$RUNS/quality/aa_results.json" "$ART/aa_results$sfx.json"
     python3 scripts/aa_rounds.py "$ART/aa_results$sfx.json" > "$ART/aa_rounds$sfx.txt"   # ping vs timed, per round
+    (cd "$RUNS/quality" && find . -name results.jsonl | tar czf "$ART/quality-records$sfx.tgz" -T -)
   done
 fi
 if has aadiag; then   # the A/A residual (session 18: 1.02x on memory-bound problems after the reference was timed in

@@ -59,6 +59,10 @@ def short_kernel_lie(kbench, name: str, canary: bool = False, extra: tuple = (),
                             "--kernel", fixtures / f"{honest_name}.py", *CUDA_FIXTURES, *extra)
     got = by_candidate(doc)
     honest, lie = got[honest_name], got[name]
+    for r in (honest, lie):     # what the flushes after its calls charged (judge/flush.py), for the record
+        f = r["timing"].get("flush_ms") or {}
+        print(r["candidate"], r["status"], "flush allow", f.get("allow"), "charged per batch",
+              [b[2] for b in f.get("cand", []) if b])
     # per-call time on each one's own clock (for the honest kernel, the truth)
     own, claimed = (statistics.median(c / n for c, _, n in r["timing"]["witness_batches"]) if
                     r["timing"]["witness_batches"] else None for r in (honest, lie))

@@ -617,3 +617,14 @@ def test_the_run_sandbox_refuses_queued_signals_to_other_processes():
     if proc.stdout.strip() == "unsupported":
         pytest.skip("no seccomp filter for this machine")
     assert proc.stdout.split() == ["-1", "-1", "0"], (proc.stdout, proc.stderr[-500:])
+
+
+def test_a_flush_held_back_past_its_time_alone_is_the_calls():
+    """judge/flush.Flush.charge: a flush after a call waits for every block still running (l2flush's fence), so
+    its time over what a flush takes alone is work the call started ahead or left running: the call's."""
+    from kernelbench_cli.judge.flush import Flush
+    flush = Flush("cpu", False)
+    assert flush.charge([1.0, 1.0], []) == ([1.0, 1.0], [])     # no flush (CPU): nothing to charge
+    flush.allow_ms = 0.05
+    times, record = flush.charge([1.0, 1.0, 1.0], [0.04, 0.05, 0.2])
+    assert times == pytest.approx([1.0, 1.0, 1.15]) and record == pytest.approx([0.05, 0.2, 0.15])

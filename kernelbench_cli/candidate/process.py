@@ -243,50 +243,61 @@ class Server:
 
     def op_call(self, msg, fds) -> Reply:
         """A batch of calls, one per lane named, back to back, each timed with this process's clock, the L2
-        flushed between them (the judge flushed it before the first, which a full-device hold precedes:
-        l2flush.HOLD_CYCLES); after the last, each call's outputs are
-        copied into its lane's slots (CUDA) or left where the judge can read them (CPU). On CUDA the host
-        queues work ahead of the device, so the witness measures the device's time, not this loop's Python."""
+        flushed between them and after the last (the judge flushed it before the first, which a full-device hold
+        precedes: l2flush.HOLD_CYCLES), each flush timed too, from an event just before it to the next call's
+        start (reply.flush_ms: a flush held back by work still running is the judge's to charge, judge/flush.py);
+        after the last, each call's outputs are copied into its lane's slots (CUDA) or left where the judge can
+        read them (CPU). On CUDA the host queues work ahead of the device, so the witness measures the device's
+        time, not this loop's Python."""
         torch = self.torch
         self.last = {}
         reply = Reply(op="done")
-        events, done = [], []
+        events, flushes, done = [], [], []
         (size, at), canary = msg.get("canary", (-1, -1)), None    # clock canary (clocks.py): size, position
         t_in = perf_counter_ns()
         head = self.timer.mark() if self.device == "cuda" else None
         with torch.no_grad():
             model = self.model if "shape" not in msg else self.shape_model(msg["shape"])
-            for pos, lane in enumerate(msg.get("lanes", [0])):
+            lanes = msg.get("lanes", [0])
+            for pos, lane in enumerate(lanes):
                 inputs, outputs = self.lanes[lane] if "shape" not in msg else self.shape_lanes[msg["shape"]][:2]
                 if msg.get("views"):      # a layout trial: the same slots, viewed non-contiguously
                     inputs = [view_of(x, v) for x, v in zip(inputs, msg["views"])]
-                if self.flush is not None and pos:
-                    self.flush()
-                elif self.flush is not None:
-                    self.flush.hold()     # (the judge flushed before the first call)
-                elif self.wake is not None:
-                    self.wake(0.0)        # (CPU: cpus.team_waker)
                 if self.device == "cuda":
-                    if pos == at:
-                        canary = self._canary(size)
+                    canary = self._canary(size) if pos == at else canary
+                    f0 = self.timer.mark() if self.flush is not None and pos else None
+                    if f0 is not None:
+                        self.flush()
+                    elif self.flush is not None:
+                        self.flush.hold()     # (the judge flushed before the first call)
                     start = self.timer.mark()
                     out = model(*inputs)
                     events.append((start, self.timer.mark()))
+                    if f0 is not None:
+                        flushes.append((f0, start))
                 else:
+                    if self.wake is not None:
+                        self.wake(0.0)        # (cpus.team_waker)
                     t0 = perf_counter_ns()
                     out = model(*inputs)
                     reply.times.append((perf_counter_ns() - t0) / 1e6)
                 done.append((lane, inputs, outputs, out))
                 del out
-            if self.device == "cuda" and canary is None:      # (after the last call)
-                canary = self._canary(size)
+            if self.device == "cuda":
+                if canary is None:             # (after the last call)
+                    canary = self._canary(size)
+                if self.flush is not None:     # the last call's work must be done before kbench's own
+                    f0 = self.timer.mark()
+                    self.flush()
+                    flushes.append((f0, self.timer.mark()))
             t_queued = perf_counter_ns()
             for lane, self.inputs, self.outputs, out in done:
                 reply.each.append(self._deliver(out, lane))
             done.clear()
             if self.device == "cuda":
                 tail, t_delivered = self.timer.mark(), perf_counter_ns()
-                *reply.times, reply.canary, span = self.timer.elapsed_ms(events + [canary, (head, tail)])
+                *times, reply.canary, span = self.timer.elapsed_ms(events + flushes + [canary, (head, tail)])
+                reply.times, reply.flush_ms = times[:len(events)], times[len(events):]
                 reply.diag = [span] + [(t - t_in) / 1e6 for t in (t_queued, t_delivered, perf_counter_ns())]
         self.inputs, self.outputs = self.lanes[0]       # (after a shapes call: what profiling runs on)
         reply.calls = self._calls()

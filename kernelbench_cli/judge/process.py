@@ -122,7 +122,8 @@ class Judge:
         from .handle import CandidateFailed, log_tail
         from .reference import ProblemFailed, Reference
         from .session import Session
-        from .sides import DeviceProbe, Flush
+        from .flush import Flush
+        from .sides import DeviceProbe
         trace.mark("judge", "imported")
         # torch imported, nothing secret here yet: the candidate processes are forks of this image, and bring
         # the device up while the problem loads. A held judge forks them all now too (beside another problem's

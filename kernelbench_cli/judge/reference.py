@@ -17,7 +17,8 @@ from ..correctness import (CLASS_RANK, DTYPES, AtLevel, construct, make_inputs, 
                            reduced_precision_errors, rel_l2, tensors, tf32_off)
 from ..results import Timing
 from ..timing import measure
-from .sides import Flush, InputFeed, LocalSide
+from .flush import Flush
+from .sides import InputFeed, LocalSide
 
 
 def wipe(t: torch.Tensor) -> None:

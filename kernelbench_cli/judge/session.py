@@ -26,7 +26,8 @@ from ..timing import measure
 from .handle import CandidateFailed, CandidateProcess
 from . import evidence, generalise, handover
 from .reference import Reference
-from .sides import DeviceProbe, Flush, LocalSide, RemoteSide, calls_per_batch
+from .flush import Flush
+from .sides import DeviceProbe, LocalSide, RemoteSide, calls_per_batch
 
 
 class Session:
@@ -331,6 +332,9 @@ class Session:
                                 "after": [[k, round(x, 5)] for k, x in remote.canary]}
             timing.first_rest_ms = {"ref": local.first_rest, "cand": remote.first_rest}
             timing.batch_diag_ms = {"ping": self.ping_diag, "cand": remote.diag}
+            if self.flush.run is not None:
+                timing.flush_ms = {"alone": [round(x, 5) for x in self.flush.alone_ms],
+                                   "allow": round(self.flush.allow_ms, 5), "ref": local.flushes, "cand": remote.flushes}
         return timing, integrity.check_witness(remote.reported, remote.witness, remote.sizes, self.handover_ms,
                                                self.handover_spread, self.device) or \
             evidence.check_canary(self.canary_before[1:], remote.canary, self.device)

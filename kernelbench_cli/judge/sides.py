@@ -16,8 +16,8 @@ import torch
 
 from .. import stats
 from ..integrity import witnessed_per_call
-from ..l2flush import DriverFlush
 from . import evidence
+from .flush import Flush, mark
 from ..channel import CANARY_SIZES, MAX_FDS
 from ..correctness import clone, maybe_flag, synchronize, tensors
 
@@ -111,30 +111,6 @@ class InputFeed:
             torch.index_select(s.reshape(-1), 0, idx, out=d.view(-1))
 
 
-class Flush:
-    """Overwrite a buffer twice the size of L2 before every timed call (cold cache, as in a model where other
-    layers ran in between), with kbench's SM-filling kernel (l2flush.py: nothing else runs beside it). The
-    judge does it for both sides, so a candidate cannot skip it; `nbytes` is what the candidate process's own
-    flush between a batch's calls must cover."""
-
-    def __init__(self, device: str, enabled: bool):
-        self.run, self.nbytes = None, 0
-        if device == "cuda" and enabled:
-            l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
-            self.nbytes = 2 * max(l2, 1 << 20)
-            self.run = DriverFlush(torch, self.nbytes)
-
-    def __call__(self) -> None:
-        if self.run is not None:
-            self.run()
-
-    def hold(self) -> bool:
-        """The full-device hold that starts a timed batch (l2flush.HOLD_CYCLES); False where there is no flush."""
-        if self.run is not None:
-            self.run.hold()
-        return self.run is not None
-
-
 class DeviceProbe:
     """A one-element kernel launched and synchronised from the judge's own context. While another context
     (the frozen candidate's) still has kernels running, the probe waits for them, so its latency tells
@@ -201,6 +177,8 @@ class LocalSide:
         self.lanes: list = []          # CUDA: one input set per call of a batch
         self.host_ms: list[float] = []
         self.first_rest: list = []     # per batch: [first call, mean of the others] (a cost per batch shows here)
+        self.flushes: list = []        # per batch: Flush.charge's record
+        self.flush_record: list = []
 
     def warmup(self, calls: int, ms: float) -> None:
         start, n = time.perf_counter(), 0
@@ -229,32 +207,41 @@ class LocalSide:
         each, wall, lead = self._batch(n)
         self.host_ms.append(wall / n)       # the batch's wall per call
         self.first_rest.append(first_rest(each) + [round(lead, 5)])
+        self.flushes.append(self.flush_record)
         return [sum(each) / n] * n
 
     def _batch(self, n: int) -> tuple[list[float], float, float]:
-        """n calls on fresh inputs: each call's device time, the batch's wall, and the host's time from the
-        lead's launch to the first call queued (ms): over the lead's device time (~0.26 ms), the device waited
-        for the host inside the first call's interval (a diagnostic: first_rest_ms)."""
+        """n calls on fresh inputs: each call's device time (with its flush's charge, Flush.charge), the batch's
+        wall, and the host's time from the lead's launch to the first call queued (ms): over the lead's device
+        time (~0.26 ms), the device waited for the host inside the first call's interval (a diagnostic:
+        first_rest_ms)."""
         for lane in self.lanes[:n]:
             self.feed.fill(lane)
         self.flush()
         torch.cuda.synchronize()
-        events, lead = [], 0
+        events, flushes, lead = [], [], 0
         t0 = time.perf_counter_ns()
         if not self.flush.hold():           # the host ahead of the device from the first call on, as the
             torch.cuda._sleep(LEAD_SPIN)    # candidate's is (LEAD_SPIN)
         with torch.no_grad():
             for k, lane in enumerate(self.lanes[:n]):
+                f0 = mark() if k and self.flush.run is not None else None
                 if k:
                     self.flush()
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
+                start = mark()
                 self.fn(*lane)
-                end.record()
-                events.append((start, end))
+                events.append((start, mark()))
+                if f0 is not None:
+                    flushes.append((f0, start))
                 lead = lead or time.perf_counter_ns() - t0
+        if self.flush.run is not None:      # after the last call too, as the candidate process does
+            f0 = mark()
+            self.flush()
+            flushes.append((f0, mark()))
         torch.cuda.synchronize()
-        return [a.elapsed_time(b) for a, b in events], (time.perf_counter_ns() - t0) / 1e6, lead / 1e6
+        each, self.flush_record = self.flush.charge([a.elapsed_time(b) for a, b in events],
+                                                    [a.elapsed_time(b) for a, b in flushes])
+        return each, (time.perf_counter_ns() - t0) / 1e6, lead / 1e6
 
     def _sample_cpu(self, n: int) -> list[float]:
         """n calls, each on freshly filled inputs; their mean per call, as the candidate's batch is counted
@@ -286,6 +273,7 @@ class RemoteSide:
         self.canary: list[tuple] = []       # per batch: the clock canary (size index, ms on the candidate's clock)
         self.first_rest: list = []          # per batch: [first call, mean of the others], the candidate's clock
         self.diag: list = []                # per batch: judge/sides.batch_diag
+        self.flushes: list = []             # per batch: Flush.charge's record
         self.checked = 0
         self.after_batch = None             # called after each batch, the candidate frozen (evidence.sampled)
 
@@ -310,8 +298,12 @@ class RemoteSide:
         if self.after_batch:
             self.after_batch()
         times = [float(x) for x in reply.times]
-        if len(times) != len(lanes) or min(times, default=0.0) < 0:
+        flushed = [float(x) for x in reply.flush_ms]
+        if len(times) != len(lanes) or min(times + flushed, default=0.0) < 0:
             raise_protocol(f"{len(times)} time(s) for a batch of {len(lanes)} calls")
+        if len(flushed) != (len(lanes) if self.flush.run is not None else 0):
+            raise_protocol(f"{len(flushed)} flush time(s) for a batch of {len(lanes)} calls")
+        times, record = self.flush.charge(times, flushed)
         for k in sorted(checks):
             self.checked += 1
             evidence.verify_timed(s, reply, k, pristine[k])
@@ -322,6 +314,7 @@ class RemoteSide:
         self.sizes.append(len(lanes))
         self.canary.append((canary, float(reply.canary)))
         self.first_rest.append(first_rest(times))
+        self.flushes.append(record)
         self.diag.append(batch_diag(wall, sum(times), reply, self.cand.freeze_ms, probe))
         return times
 
@@ -331,6 +324,7 @@ class RemoteSide:
             n += len(self.batch(len(self.session.lanes), {0} if n == 0 else set()))
         # (a cold first batch is not a lie: the witness rule's mean would count it)
         self.reported, self.witness, self.sizes, self.canary, self.first_rest, self.diag = [], [], [], [], [], []
+        self.flushes = []
 
     def sample(self, n: int) -> list[float]:
         """One batch, counted as its mean per call: the witness vouches for a batch's total only, and a
