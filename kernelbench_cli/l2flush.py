@@ -47,7 +47,7 @@ PTX = r"""
     mov.u64 %rd12, %globaltimer;
 ARRIVE:
     ld.volatile.global.u64 %rd13, [%rd8];
-    setp.ge.u64 %p3, %rd13, %rd9;
+    setp.eq.u64 %p3, %rd13, %rd9;
     @%p3 bra FENCED;
     mov.u64 %rd14, %globaltimer;
     sub.u64 %rd15, %rd14, %rd12;
@@ -136,8 +136,10 @@ class DriverFlush:
         check(cuda.cuModuleGetFunction(ctypes.byref(self._fn), self._module, b"kbench_l2_flush"), "cuModuleGetFunction")
         self._hold = ctypes.c_void_p()
         check(cuda.cuModuleGetFunction(ctypes.byref(self._hold), self._module, b"kbench_hold"), "cuModuleGetFunction")
-        self.count = torch.zeros(1, dtype=torch.int64, device="cuda")     # blocks arrived at the fence, ever
-        self._target = ctypes.c_uint64(0)       # what the count reaches once this launch's blocks have arrived
+        # Blocks arrived at the fence, ever; a launch's blocks wait until it equals the count its last one makes
+        # (equal, not at least: a count written past it makes every flush wait FENCE_LIMIT_NS, not none).
+        self.count = torch.zeros(1, dtype=torch.int64, device="cuda")
+        self._target = ctypes.c_uint64(0)
         self._args = (ctypes.c_uint64(self.buf.data_ptr()), ctypes.c_uint64(self.buf.numel() // 16),
                       ctypes.c_uint64(self.count.data_ptr()), self._target, ctypes.c_uint64(FENCE_LIMIT_NS))
         self._params = params(self._args)
