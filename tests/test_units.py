@@ -628,3 +628,34 @@ def test_a_flush_held_back_past_its_time_alone_is_the_calls():
     flush.allow_ms = 0.05
     times, record = flush.charge([1.0, 1.0, 1.0], [0.04, 0.05, 0.2])
     assert times == pytest.approx([1.0, 1.0, 1.15]) and record == pytest.approx([0.05, 0.2, 0.15])
+
+
+def test_a_batch_priced_by_a_host_hiccup_is_timed_again_once():
+    """judge/sides.RemoteSide.sample: a CUDA batch the witness prices by over RETIME_MS is timed again and the
+    second batch counts (an honest batch after a late host: clean); a lie is priced in the second as in the first."""
+    import random
+    from types import SimpleNamespace
+    from kernelbench_cli.judge.sides import RemoteSide
+    from kernelbench_cli.integrity import price_allowance
+
+    def side_with(excesses: list[float]) -> RemoteSide:
+        side = RemoteSide.__new__(RemoteSide)
+        side.session = SimpleNamespace(lanes=[None] * 4, handover_ms=2.0, handover_spread=0.1, device="cuda")
+        side.rng, side.reported, side.witness, side.retimed = random.Random(0), [], [], 0
+        walls = iter(excesses)
+
+        def batch(n, checks):       # the candidate's clock says 0.1 ms a call; the wall says that plus an excess
+            side.reported.append(0.1 * n)
+            side.witness.append(2.0 + 0.1 * n + next(walls))
+            return [0.1] * n
+        side.batch = batch
+        return side
+
+    allowance = price_allowance(2.0, 0.1)
+    hiccup = side_with([6.0, 0.0])
+    assert hiccup.sample(4) == pytest.approx([0.1] * 4) and hiccup.retimed == 1
+    lie = side_with([6.0, 6.0])
+    assert lie.sample(4) == pytest.approx([0.1 + (6.0 - allowance) / 4] * 4) and lie.retimed == 1
+    assert len(lie.witness) == 2                   # both batches stay the witness's evidence
+    small = side_with([1.2, 0.0])                  # priced under RETIME_MS: counts as it is
+    assert small.sample(4) == pytest.approx([0.1 + (1.2 - allowance) / 4] * 4) and small.retimed == 0

@@ -325,6 +325,7 @@ class Session:
         timing.witness_batches = [[round(r, 5), round(w, 5), n] for r, w, n in zip(remote.reported, remote.witness,
                                                                                    remote.sizes)]
         timing.checked_calls = remote.checked
+        timing.retimed_batches = remote.retimed
         timing.handover_ms = round(self.handover_ms, 4)
         timing.handover_spread_ms = round(self.handover_spread, 4)
         if self.device == "cuda":

@@ -28,6 +28,12 @@ PROBE_CALLS = 20        # device-idle probe baseline: median of this many
 PROBE_BUSY_MARGIN_MS = 0.25
 PROBE_BUSY_NOISE = 4.0       # ...and than this many robust standard deviations of it
 PROBE_SETTLE = 4             # after a busy probe, up to this many more until one finds the device idle
+# RETIME_MS: a CUDA batch priced by more than this is timed again, once (RemoteSide.sample). On a lent H100
+# (session 31, the bundled suite) 17 of ~250 honest batches ran 1-15 ms over the hand-over: the judge's host late
+# (its freeze and probe 4-5x their usual) or the whole batch slow; one such batch priced in a 6-round job moved a
+# speedup by up to 5% (Transpose tiled64 in three processes: 2.43, 2.33, 2.46). A lie gains nothing: every batch
+# stays in the witness's evidence, and the second is priced as the first was.
+RETIME_MS = 1.0
 
 # LEAD_SPIN: every timed CUDA reference batch starts with an untimed spin of this many cycles (~0.26 ms on
 # the H200), so the host has queued the first call before the device reaches its start event, as it has every
@@ -274,7 +280,7 @@ class RemoteSide:
         self.first_rest: list = []          # per batch: [first call, mean of the others], the candidate's clock
         self.diag: list = []                # per batch: judge/sides.batch_diag
         self.flushes: list = []             # per batch: Flush.charge's record
-        self.checked = 0
+        self.checked = self.retimed = 0
         self.after_batch = None             # called after each batch, the candidate frozen (evidence.sampled)
 
     def batch(self, n: int, checks: set) -> list[float]:
@@ -329,13 +335,18 @@ class RemoteSide:
     def sample(self, n: int) -> list[float]:
         """One batch, counted as its mean per call: the witness vouches for a batch's total only, and a
         candidate can move time between the calls of a batch (all of the batch's work in its first call,
-        reading the other lanes' inputs, which are in place before the hand-over; the rest return at once)."""
+        reading the other lanes' inputs, which are in place before the hand-over; the rest return at once).
+        CUDA: a batch the witness prices by over RETIME_MS is timed again, once, and the second one counts."""
         s = self.session
         n = min(n, len(s.lanes))
-        checks = {self.rng.randrange(n)} | {k for k in range(n) if self.rng.random() < SPOT_CHECK_P}
-        times = self.batch(n, checks)
-        per_call = witnessed_per_call(self.reported[-1], self.witness[-1], len(times), s.handover_ms,
-                                      s.handover_spread, s.device)
+        for again in (False, True):
+            checks = {self.rng.randrange(n)} | {k for k in range(n) if self.rng.random() < SPOT_CHECK_P}
+            times = self.batch(n, checks)
+            per_call = witnessed_per_call(self.reported[-1], self.witness[-1], len(times), s.handover_ms,
+                                          s.handover_spread, s.device)
+            if again or s.device != "cuda" or per_call * len(times) - self.reported[-1] <= RETIME_MS:
+                break
+            self.retimed += 1
         return [per_call] * len(times)
 
 
