@@ -41,6 +41,7 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "late_native_thread": ("incorrect", {"background-thread"}),
     "native_spinner": ("integrity", {"background-thread"}),
     "gc_sabotage_config": ("integrity", {"precision", "generalisation"}),   # fp16 rounding: wrong on large values too
+    "harness_walk": ("integrity", {"timer-tampered"}),     # its claims forged through kbench's own object (session 31)
     # verdicts v2 (issue 16): attribution, the ablation's out-parameters, timed calls that are checked calls
     "aten_wrapper": ("integrity", {"library-heavy"}),
     "inplace_noop": ("integrity", {"no-custom-kernel"}),
