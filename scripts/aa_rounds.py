@@ -61,6 +61,12 @@ def one(r: dict, show_rounds: bool) -> None:
               + (f"; the reference's host from its lead to its first call queued, median "
                  f"{statistics.median(x['ref_lead'] for x in rows):.3f} ms, max {max(x['ref_lead'] for x in rows):.3f}"
                  if all(x["ref_lead"] is not None for x in rows) else ""))
+    fl = t.get("flush_ms") or {}
+    if fl.get("allow") is not None:     # judge/flush.py: a flush's time alone, its allowance, what each side paid
+        paid = {side: [b[2] for b in fl.get(side, []) if b] for side in ("ref", "cand")}
+        print(f"  flush alone {fl['alone'][0]:.4f} ms (sd {fl['alone'][1]:.4f}), allowed {fl['allow']:.4f}; charged per "
+              "batch, median/max: " + ", ".join(f"{side} {statistics.median(v):.4f}/{max(v):.4f}" for side, v in
+                                                 paid.items() if v) + f"; retimed batches {t.get('retimed_batches', 0)}")
     print(f"  speedup as reported {as_reported:.4f} (kbench {t.get('speedup'):.4f}); own clock only {own:.4f}; "
           f"without the {len(rows) - len(clean)} priced round(s) {geomean([x['ref'] / x['cand'] for x in clean]):.4f}")
     diag = t.get("batch_diag_ms") or {}
