@@ -12,12 +12,13 @@ not stop it, as blocks launched ahead of the flush took their slots first and th
 later (lent H100, session 31: `side_stream_ahead`, its kernel on a new pool stream each call, read 10x short
 and its batches' walls were shorter than the honest kernel's). With the fence, work started ahead runs inside
 some call's events or between an event and the flush, and both sides time that stretch (flush_ms in a reply;
-judge/flush.Flush.allow_ms says how long a flush may take on its own).
+judge/flush.Flush.allow_ms says how long a candidate's flush may take before the rest is its call's).
 
 The kernel is PTX loaded through the CUDA driver (ctypes, libcuda), with no compiler and no dispatcher: bound in
 the candidate process before any candidate code exists, no `torch.library` override or `Tensor.zero_` patch
-reaches it (a native hook of libcuda still could, as it could the clocks; its fence counter is in the candidate
-process's memory, where candidate code could write it: the witness is the backstop for both).
+reaches it (a native hook of libcuda still could, as it could the clocks). Its fence counter is in the candidate
+process's memory, where candidate code could find and write it; work that then runs beside the flush shortens the
+batch's wall, so the witness is no backstop there (docs/integrity.md, "Untimed device work": open).
 """
 from __future__ import annotations
 

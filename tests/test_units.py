@@ -628,11 +628,18 @@ def test_a_flush_held_back_past_its_time_alone_is_the_calls():
     flush.allow_ms = 0.05
     times, record = flush.charge([1.0, 1.0, 1.0], [0.04, 0.05, 0.2])
     assert times == pytest.approx([1.0, 1.0, 1.15]) and record == pytest.approx([0.05, 0.2, 0.15])
+    # the allowance: the flush alone, raised (never lowered) by the hand-over pings' flushes, each with its slack
+    flush.run, flush.allow_alone_ms = object(), 0.05
+    flush.calibrate_pings([0.06] * 10)
+    assert flush.allow_ms == pytest.approx(0.063)            # 0.06 + max(3 us, 5%, 4 sd)
+    flush.calibrate_pings([0.04] * 10)
+    assert flush.allow_ms == pytest.approx(0.05)
 
 
 def test_a_batch_priced_by_a_host_hiccup_is_timed_again_once():
-    """judge/sides.RemoteSide.sample: a CUDA batch the witness prices by over RETIME_MS is timed again and the
-    second batch counts (an honest batch after a late host: clean); a lie is priced in the second as in the first."""
+    """judge/sides.RemoteSide.sample: a CUDA batch the witness prices by over RETIME_MS, the judge's own freeze of
+    it late, is timed again and the second batch counts (an honest batch after a late host: clean); a lie is priced
+    in the second as in the first; where the judge was on time, the price stands (no best of two draws)."""
     import random
     from types import SimpleNamespace
     from kernelbench_cli.judge.sides import RemoteSide
@@ -640,7 +647,9 @@ def test_a_batch_priced_by_a_host_hiccup_is_timed_again_once():
 
     def side_with(excesses: list[float]) -> RemoteSide:
         side = RemoteSide.__new__(RemoteSide)
-        side.session = SimpleNamespace(lanes=[None] * 4, handover_ms=2.0, handover_spread=0.1, device="cuda")
+        side.session = SimpleNamespace(lanes=[None] * 4, handover_ms=2.0, handover_spread=0.1, device="cuda",
+                                       ping_freeze_ms=0.15)
+        side.cand = SimpleNamespace(freeze_ms=0.9)       # the judge's own freeze of the batch: late
         side.rng, side.reported, side.witness, side.retimed = random.Random(0), [], [], 0
         walls = iter(excesses)
 
@@ -659,3 +668,6 @@ def test_a_batch_priced_by_a_host_hiccup_is_timed_again_once():
     assert len(lie.witness) == 2                   # both batches stay the witness's evidence
     small = side_with([1.2, 0.0])                  # priced under RETIME_MS: counts as it is
     assert small.sample(4) == pytest.approx([0.1 + (1.2 - allowance) / 4] * 4) and small.retimed == 0
+    on_time = side_with([6.0, 0.0])                # priced, but the judge was on time: no second draw
+    on_time.cand.freeze_ms = 0.2
+    assert on_time.sample(4) == pytest.approx([0.1 + (6.0 - allowance) / 4] * 4) and on_time.retimed == 0

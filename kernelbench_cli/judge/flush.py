@@ -25,21 +25,24 @@ class Flush:
     stores). The judge does it for both sides, so a candidate cannot skip it; `nbytes` is what the candidate
     process's own flush between a batch's calls must cover.
 
-    Each side also times every flush after a call (from an event before it to the next call's start), and the
-    part over `allow_ms` is that call's (charge): a flush waits for every block still running, so work a
-    candidate started ahead on another stream, or left running past its call, shows there. `allow_ms` is the
-    flush as this process measured it back to back, every L2 line dirty with its own zeros, the slowest a flush
-    finds the cache: a call leaves lines clean or dirty, never more to write back."""
+    Each side also times every flush after a call (from an event before it to the next call's start). A flush
+    waits for every block still running, so work a candidate started ahead on another stream, or left running
+    past its call, shows there: a candidate's flush over `allow_ms` charges the call before it the rest (charge).
+    `allow_ms` is the most of (1) this process's flush back to back, every L2 line dirty with its own zeros, the
+    slowest a flush finds the cache (a call leaves lines clean or dirty, never more to write back), and (2) the
+    flushes of the hand-over's pings (calibrate_pings: the stand-in, before the import, on the candidate
+    process's own path, so a flush interval that holds its host's launch of the flush, where a call leaves the
+    device idle, is allowed as the reference's own code needs it), each plus the slack. The reference, trusted, is
+    not charged; its flushes are recorded (`record`)."""
 
     def __init__(self, device: str, enabled: bool):
-        self.run, self.nbytes, self.allow_ms = None, 0, math.inf
+        self.run, self.nbytes, self.allow_ms, self.alone_ms = None, 0, math.inf, (math.nan, math.nan)
         if device == "cuda" and enabled:
             l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
             self.nbytes = 2 * max(l2, 1 << 20)
             self.run = DriverFlush(torch, self.nbytes)
             self.alone_ms = self._alone()
-            self.allow_ms = self.alone_ms[0] + max(FLUSH_SLACK_MS, FLUSH_SLACK_SHARE * self.alone_ms[0],
-                                                   FLUSH_NOISE * self.alone_ms[1])
+            self.allow_alone_ms = self.allow_ms = slack(*self.alone_ms)
 
     def _alone(self) -> tuple[float, float]:
         """(median, robust sd) of a flush's time, back to back after a hold (so the host is ahead)."""
@@ -53,6 +56,12 @@ class Flush:
         ms = [a.elapsed_time(b) for a, b in zip(marks, marks[1:])][2:]
         return stats.median(ms), stats.mad_sd(ms)
 
+    def calibrate_pings(self, flush_ms: list[float]) -> None:
+        """allow_ms for this job's candidate: the flushes of its hand-over pings (trusted) may raise it."""
+        if self.run is not None:
+            self.allow_ms = max(self.allow_alone_ms, slack(stats.median(flush_ms), stats.mad_sd(flush_ms))) \
+                if flush_ms else self.allow_alone_ms
+
     def __call__(self) -> None:
         if self.run is not None:
             self.run()
@@ -64,9 +73,18 @@ class Flush:
         return self.run is not None
 
     def charge(self, times: list[float], flush_ms: list[float]) -> tuple[list[float], list]:
-        """Each call's time plus the time of the flush after it over allow_ms; and [median, max, charged]
-        of the flushes (ms, for the record)."""
+        """Each call's time plus the time of the flush after it over allow_ms, and the record."""
         over = [max(0.0, f - self.allow_ms) for f in flush_ms]
-        charged = [t + o for t, o in zip(times, over + [0.0] * (len(times) - len(over)))]
-        return charged, [round(stats.median(flush_ms), 5), round(max(flush_ms), 5), round(sum(over), 5)] \
-            if flush_ms else []
+        return [t + o for t, o in zip(times, over + [0.0] * (len(times) - len(over)))], self.record(flush_ms)
+
+    def record(self, flush_ms: list[float]) -> list:
+        """[median, max, over allow_ms in all] of a batch's flushes (ms), for the result."""
+        if not flush_ms:
+            return []
+        over = sum(max(0.0, f - self.allow_ms) for f in flush_ms)
+        return [round(stats.median(flush_ms), 5), round(max(flush_ms), 5), round(over, 5)]
+
+
+def slack(median: float, sd: float) -> float:
+    """A flush's time plus what noise may add to it (FLUSH_SLACK_MS, FLUSH_SLACK_SHARE, FLUSH_NOISE)."""
+    return median + max(FLUSH_SLACK_MS, FLUSH_SLACK_SHARE * median, FLUSH_NOISE * sd)

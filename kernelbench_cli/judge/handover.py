@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 import time
 
-from .. import trace
+from .. import stats, trace
 from ..channel import CANARY_SIZES
 from ..correctness import synchronize, tensors
 from .sides import LocalSide, batch_diag
@@ -37,7 +37,7 @@ def calibrate(s, trials: list) -> None:
     s.quiet()
     beside = LocalSide(ref.model, ref.feed(random.Random(s.rng.getrandbits(64))), trials[0].inputs, s.device,
                        s.flush) if s.device == "cuda" else None
-    walls, probes, start, aside, beside_n = [], [], time.perf_counter(), 0.0, 0
+    walls, probes, flushes, start, aside, beside_n = [], [], [], time.perf_counter(), 0.0, 0
     s.canary_before = []          # (size index, ms) per ping
     s.standin_reuses = False      # the reference's own outputs share storage between calls
     s.ping_diag = []
@@ -68,6 +68,7 @@ def calibrate(s, trials: list) -> None:
         walls.append(wall + probes[-1] - reply.ms)
         s.ping_diag.append(batch_diag(wall + probes[-1], reply.ms, reply, cand.freeze_ms, probes[-1]))
         s.canary_before.append((canary, float(reply.canary)))
+        flushes.append([float(x) for x in reply.flush_ms])
         if len(walls) % 2 == 0:
             reference_batch()
     del beside
@@ -77,3 +78,5 @@ def calibrate(s, trials: list) -> None:
     s.handover_ms = walls[len(walls) // 2]
     deviations = sorted(abs(w - s.handover_ms) for w in walls)
     s.handover_spread = 1.4826 * deviations[len(deviations) // 2]     # MAD, as a standard deviation
+    s.flush.calibrate_pings([f for fl in flushes[1:] for f in fl])
+    s.ping_freeze_ms = stats.median([d[2] for d in s.ping_diag[1:] or s.ping_diag])    # (sides.RETIME_MS)

@@ -335,6 +335,7 @@ class Session:
             timing.batch_diag_ms = {"ping": self.ping_diag, "cand": remote.diag}
             if self.flush.run is not None:
                 timing.flush_ms = {"alone": [round(x, 5) for x in self.flush.alone_ms],
+                                   "allow_alone": round(self.flush.allow_alone_ms, 5),
                                    "allow": round(self.flush.allow_ms, 5), "ref": local.flushes, "cand": remote.flushes}
         return timing, integrity.check_witness(remote.reported, remote.witness, remote.sizes, self.handover_ms,
                                                self.handover_spread, self.device) or \

@@ -28,12 +28,14 @@ PROBE_CALLS = 20        # device-idle probe baseline: median of this many
 PROBE_BUSY_MARGIN_MS = 0.25
 PROBE_BUSY_NOISE = 4.0       # ...and than this many robust standard deviations of it
 PROBE_SETTLE = 4             # after a busy probe, up to this many more until one finds the device idle
-# RETIME_MS: a CUDA batch priced by more than this is timed again, once (RemoteSide.sample). On a lent H100
-# (session 31, the bundled suite) 17 of ~250 honest batches ran 1-15 ms over the hand-over: the judge's host late
-# (its freeze and probe 4-5x their usual) or the whole batch slow; one such priced round moved an honest speedup
-# by 8-10% (Transpose tiled64 2.25 with rounds of 2.44; three processes read 2.43, 2.33, 2.46). A lie gains nothing:
-# every batch stays in the witness's evidence, and the second is priced as the first was.
-RETIME_MS = 1.0
+# RETIME_MS: a CUDA batch priced by more than this is timed again, once (RemoteSide.sample), where the judge's own
+# freeze of it took over LATE_FREEZE times its pings' median and LATE_FREEZE_MS over it: its host was late. On a lent
+# H100 (session 31, the bundled suite) 17 of ~250 honest batches ran 1-15 ms over the hand-over, most of them with
+# the freeze and the probe 4-5x their usual (0.85-0.89 ms); one such priced round moved an honest speedup by 8-10%
+# (Transpose tiled64 2.25 with rounds of 2.44; three processes read 2.43, 2.33, 2.46). The judge's evidence, not the
+# price alone: a candidate that could spoil a batch at will (an untimed wall over the price) would otherwise get to
+# keep the better of two draws of a racy lie. Every batch stays in the witness's evidence either way.
+RETIME_MS, LATE_FREEZE, LATE_FREEZE_MS = 1.0, 3.0, 0.3
 
 # LEAD_SPIN: every timed CUDA reference batch starts with an untimed spin of this many cycles (~0.26 ms on
 # the H200), so the host has queued the first call before the device reaches its start event, as it has every
@@ -217,10 +219,10 @@ class LocalSide:
         return [sum(each) / n] * n
 
     def _batch(self, n: int) -> tuple[list[float], float, float]:
-        """n calls on fresh inputs: each call's device time (with its flush's charge, Flush.charge), the batch's
-        wall, and the host's time from the lead's launch to the first call queued (ms): over the lead's device
-        time (~0.26 ms), the device waited for the host inside the first call's interval (a diagnostic:
-        first_rest_ms)."""
+        """n calls on fresh inputs: each call's device time, the batch's wall, and the host's time from the
+        lead's launch to the first call queued (ms): over the lead's device time (~0.26 ms), the device waited
+        for the host inside the first call's interval (a diagnostic: first_rest_ms). Its flushes are timed and
+        recorded as the candidate's are (Flush.record)."""
         for lane in self.lanes[:n]:
             self.feed.fill(lane)
         self.flush()
@@ -245,9 +247,8 @@ class LocalSide:
             self.flush()
             flushes.append((f0, mark()))
         torch.cuda.synchronize()
-        each, self.flush_record = self.flush.charge([a.elapsed_time(b) for a, b in events],
-                                                    [a.elapsed_time(b) for a, b in flushes])
-        return each, (time.perf_counter_ns() - t0) / 1e6, lead / 1e6
+        self.flush_record = self.flush.record([a.elapsed_time(b) for a, b in flushes])    # (trusted: no charge)
+        return [a.elapsed_time(b) for a, b in events], (time.perf_counter_ns() - t0) / 1e6, lead / 1e6
 
     def _sample_cpu(self, n: int) -> list[float]:
         """n calls, each on freshly filled inputs; their mean per call, as the candidate's batch is counted
@@ -305,7 +306,7 @@ class RemoteSide:
             self.after_batch()
         times = [float(x) for x in reply.times]
         flushed = [float(x) for x in reply.flush_ms]
-        if len(times) != len(lanes) or min(times + flushed, default=0.0) < 0:
+        if len(times) != len(lanes) or not all(math.isfinite(x) and x >= 0 for x in times + flushed):
             raise_protocol(f"{len(times)} time(s) for a batch of {len(lanes)} calls")
         if len(flushed) != (len(lanes) if self.flush.run is not None else 0):
             raise_protocol(f"{len(flushed)} flush time(s) for a batch of {len(lanes)} calls")
@@ -336,7 +337,8 @@ class RemoteSide:
         """One batch, counted as its mean per call: the witness vouches for a batch's total only, and a
         candidate can move time between the calls of a batch (all of the batch's work in its first call,
         reading the other lanes' inputs, which are in place before the hand-over; the rest return at once).
-        CUDA: a batch the witness prices by over RETIME_MS is timed again, once, and the second one counts."""
+        CUDA: a batch the witness prices by over RETIME_MS while the judge's own freeze of it was late is timed
+        again, once, and the second one counts."""
         s = self.session
         n = min(n, len(s.lanes))
         for again in (False, True):
@@ -344,7 +346,8 @@ class RemoteSide:
             times = self.batch(n, checks)
             per_call = witnessed_per_call(self.reported[-1], self.witness[-1], len(times), s.handover_ms,
                                           s.handover_spread, s.device)
-            if again or s.device != "cuda" or per_call * len(times) - self.reported[-1] <= RETIME_MS:
+            if again or s.device != "cuda" or per_call * len(times) - self.reported[-1] <= RETIME_MS or \
+                    self.cand.freeze_ms <= max(LATE_FREEZE * s.ping_freeze_ms, s.ping_freeze_ms + LATE_FREEZE_MS):
                 break
             self.retimed += 1
         return [per_call] * len(times)
