@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What issue 15 still needs from a GPU, in one device call, most wanted first (session 31): the environment and
-# kbench's fenced flush on this GPU (its time alone and the allowance, judge/flush.py); the GPU tests named by
+# kbench's fenced flush on this GPU (its time alone and the allowance, judge/flush.py), and whether L2 lines loaded
+# with an evict_last hint survive it (scripts/probe_l2_persist.py); the GPU tests named by
 # $FIRST (a pytest -k expression) first; the A/A, repeatability and ncu agreement $QUALITY_RUNS times (default 1;
 # SKIP_QUALITY=1 skips them; art/aa_results*.json, aa_rounds*.txt, quality-records*.tgz), with price_floor on
 # them; `kbench build --all` where BUILD=1; then every other GPU test, cut at $LIMIT s (default 575) of this
@@ -12,6 +13,7 @@ bash scripts/h200_batch.sh env
 python3 -c "
 import torch; from kernelbench_cli.judge.flush import Flush
 f = Flush('cuda', True); print('flush grid', f.run.grid, 'x', f.run.block, 'alone ms [median, sd]', f.alone_ms, 'allow ms', f.allow_ms)"
+timeout 60 python3 scripts/probe_l2_persist.py     # do evict_last lines survive the flush? (session 31's review)
 pt() { local name=$1 lim=$2; shift 2; t0=$SECONDS
   timeout -s INT $lim python3 -m pytest -m gpu -q -p no:cacheprovider --durations=30 --basetemp=$PWD/.kbench-runs/$name "$@" > $ART/$name.txt 2>&1
   echo "PYTEST $name rc $? in $((SECONDS-t0)) s"; tail -25 $ART/$name.txt
