@@ -98,7 +98,7 @@ class CandidateProcess:
         trace.mark("judge" if mode == "run" else "parent",
                    f"candidate {self.pid} {mode}: {'forked' if self.forked else 'started'}{f' (not forked: {why})' if why else ''}")
         self.exit_status: int | None = None     # as Popen.returncode: -signal or the exit code
-        self.freeze_ms = 0.0                    # the last call's SIGSTOP to all-stopped (diagnostics)
+        self.freeze_ms = 0.0                    # the last call's reply to all-stopped (sides.RETIME_MS)
         self.ready = False
         self.threads0: set[str] = set()
         self.code0: list = []
@@ -240,7 +240,7 @@ class CandidateProcess:
             t_reply = time.perf_counter_ns()
             self.freeze()
             t1 = time.perf_counter_ns()
-            self.freeze_ms = (t1 - t_reply) / 1e6       # (diagnostics: judge/sides.batch_diag)
+            self.freeze_ms = (t1 - t_reply) / 1e6       # (batch_diag; a late judge: sides.RETIME_MS)
         return reply, (t1 - t0) / 1e6
 
     def call_sampled(self, msg: dict, timeout: float, phase: str, own_root: str) -> tuple[Reply, Sampler]:

@@ -34,7 +34,8 @@ PROBE_SETTLE = 4             # after a busy probe, up to this many more until on
 # the freeze and the probe 4-5x their usual (0.85-0.89 ms); one such priced round moved an honest speedup by 8-10%
 # (Transpose tiled64 2.25 with rounds of 2.44; three processes read 2.43, 2.33, 2.46). The judge's evidence, not the
 # price alone: a candidate that could spoil a batch at will (an untimed wall over the price) would otherwise get to
-# keep the better of two draws of a racy lie. Every batch stays in the witness's evidence either way.
+# keep the better of two draws of a racy lie (one that can also slow its own stopping, which the freeze waits for,
+# still can: one second draw a batch at most). Every batch stays in the witness's evidence either way.
 RETIME_MS, LATE_FREEZE, LATE_FREEZE_MS = 1.0, 3.0, 0.3
 
 # LEAD_SPIN: every timed CUDA reference batch starts with an untimed spin of this many cycles (~0.26 ms on
