@@ -270,11 +270,11 @@ def static_flags(source: str, filename: str = "<candidate>") -> list[Flag]:
 # (results/H200/witness-20261201.txt), so today's bound on the H200 is ~0.15-0.25 ms per call: a lie that large is
 # caught (a clock 10x slow on kernels from ~0.3 ms), a smaller one is not yet. On a 2-core CPU box, before the slots
 # pinned their threads (cpus.py, session 27), honest sub-ms calls showed up to ~0.5x of a call unaccounted for, and
-# the ratio was 0.6: a clock lying by 1.5x passed unpriced (clock_hook_modest). Pinned, the 53 honest jobs there
-# (0.13-25 ms calls, results/cpu/witness-margin-20261207-s28.txt) needed no share beyond the slack but two (0.07,
-# 0.035): a quarter of a call leaves room for a loaded box while a lie must stay under ~1.25x not to be flagged;
-# priced below (PRICE).
-WITNESS_RATIO = {"cuda": 0.10, "cpu": 0.25}
+# the ratio was 0.6: a clock lying by 1.5x passed unpriced (clock_hook_modest). Pinned, the 53 honest jobs there (0.13-25
+# ms calls, results/cpu/witness-margin-20261207-s28.txt) needed no share beyond the slack but two (0.07, 0.035): a
+# quarter of a call leaves room for a loaded box while a lie must stay under ~1.25x not to be flagged; priced below
+# (PRICE). "cpu-time" (the CPU-time witness): the CPU's rule.
+WITNESS_RATIO = {"cuda": 0.10, "cpu": 0.25, "cpu-time": 0.25}
 WITNESS_HANDOVER = 0.5
 WITNESS_MARGIN_MS = 0.05
 WITNESS_NOISE = 4.0
@@ -282,16 +282,15 @@ WITNESS_NOISE = 4.0
 
 def check_witness(reported: list[float], witness: list[float], sizes: list[int], handover_ms: float,
                   spread_ms: float, device: str = "cuda") -> Flag | None:
-    """Per witnessed batch of n calls: its claimed total, the witness, n. The hand-over and its noise are
-    per batch, so spread over n calls each."""
+    """Per witnessed batch of n calls: its claimed total, the witness, n. The hand-over and its noise are per batch,
+    so spread over n calls each. device "cpu-time": the witness is the CPU-time witness's (judge/handle.busy_ms)."""
     if not reported:
         return None
     per_call = sorted((w - handover_ms - r) / n for r, w, n in zip(reported, witness, sizes))
     med = per_call[len(per_call) // 2]
     claimed = sorted(r / n for r, n in zip(reported, sizes))[len(reported) // 2]
     n = sorted(sizes)[len(sizes) // 2]
-    ratio, slack = WITNESS_RATIO.get(device, 0.10), (WITNESS_HANDOVER * handover_ms
-                                                     + max(WITNESS_MARGIN_MS, WITNESS_NOISE * spread_ms)) / n
+    ratio, slack = WITNESS_RATIO.get(device, 0.10), (WITNESS_HANDOVER * handover_ms + max(WITNESS_MARGIN_MS, WITNESS_NOISE * spread_ms)) / n
     allowed = ratio * claimed + slack
     # Two more rules, as a lie in a minority of batches leaves the median honest while the speedup (a
     # geometric mean over rounds, one batch each) takes them in (red team, session 9: a lie in 2 of 5
@@ -316,7 +315,8 @@ def check_witness(reported: list[float], witness: list[float], sizes: list[int],
         why = " (the mean over batches)"
         med, claimed, allowed = mean, mean_claimed, allowed_mean
     if med > allowed:
-        return flag("timer-tampered", f"the candidate reported {claimed:.4f} ms per call but the witness saw "
+        seen = "its CPU time, counted by the kernel, came to" if device == "cpu-time" else "the witness saw"
+        return flag("timer-tampered", f"the candidate reported {claimed:.4f} ms per call but {seen} "
                                       f"{med + claimed + handover_ms / n:.4f} ms ({handover_ms / n:.4f} ms of it "
                                       f"hand-over, batches of {n}): {med:.4f} ms per call unaccounted for "
                                       f"(allowed {allowed:.4f}){why}")

@@ -103,6 +103,8 @@ class Timing:
     #                                   candidate process's word: for reading the witness's excess, not judging)
     flush_ms: dict = field(default_factory=dict)  # CUDA: a flush's time "alone" [median, sd] and "allow"ed, and per
     #                                   timed batch and side the flushes after its calls [median, max, charged]
+    cpu_busy_ms: dict = field(default_factory=dict)  # CPU: the CPU-time witness (judge/handle.busy_ms): its
+    #                                   "handover" and "spread" from the pings, and per timed batch its ms ("batches")
     retimed_batches: int = 0            # CUDA: candidate batches timed again after a price over judge/sides.RETIME_MS
     witness_retried: bool = False       # the witness was not satisfied by a first timing; these are the second's
     note: str = ""              # why this job has no speed (INTERPRETED): left out of speedups and the gate

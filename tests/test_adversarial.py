@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import statistics
+import subprocess
+import sys
 
 import pytest
 
@@ -42,6 +44,7 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "native_spinner": ("integrity", {"background-thread"}),
     "gc_sabotage_config": ("integrity", {"precision", "generalisation"}),   # fp16 rounding: wrong on large values too
     "harness_walk": ("integrity", {"timer-tampered"}),     # its claims forged through kbench's own object (session 31)
+    "harness_walk_threads": ("integrity", {"timer-tampered"}),     # its work in threads that end after the calls (s32)
     # verdicts v2 (issue 16): attribution, the ablation's out-parameters, timed calls that are checked calls
     "aten_wrapper": ("integrity", {"library-heavy"}),
     "inplace_noop": ("integrity", {"no-custom-kernel"}),
@@ -188,6 +191,36 @@ def test_a_candidate_on_another_slots_cores_is_seen(kbench):
     r = doc["results"][0]
     assert code == 1 and r["status"] == "integrity" and "off-slot-cores" in {f["name"] for f in r["flags"]}, \
         (r["status"], r["flags"], r["message"][:300])
+
+
+def test_a_forged_clock_is_caught_on_a_loaded_host(kbench):
+    """A host busy beside the run widens the wall witness's allowance by the pings' noise (session 31: beside the CI
+    suite's own load harness_walk kept 10.47x, the allowance 27.9 ms a batch). The CPU-time witness
+    (judge/handle.busy_ms) counts what the candidate's threads ran, which a busy host cannot inflate: with a spinner
+    on every core throughout, it alone flags a clock that lies by 10x (harness_walk), one that lies by 1.5x
+    (clock_hook_modest) and work moved after the calls into threads that end before the judge looks
+    (harness_walk_threads), and not the honest kernel beside them."""
+    from kernelbench_cli import integrity
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+    try:
+        kernels = [a for n in ("harness_walk", "harness_walk_threads", "clock_hook_modest", "honest")
+                   for a in ("--kernel", ADVERSARIAL / "cpu" / "1_Add_ReLU" / f"{n}.py")]
+        _, doc = kbench.json("check", "cpu/1", *kernels)
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
+    got = by_candidate(doc)
+    for name, r in got.items():
+        t = r["timing"]
+        cpu = t["cpu_busy_ms"]
+        by_cpu = integrity.check_witness([c for c, _, _ in t["witness_batches"]], cpu["batches"],
+                                         [n for _, _, n in t["witness_batches"]], cpu["handover"], cpu["spread"], "cpu-time")
+        if name == "honest":
+            assert r["status"] == "ok" and not r["flags"] and by_cpu is None, (r["status"], r["flags"], by_cpu, cpu)
+        else:
+            assert r["status"] == "integrity" and "timer-tampered" in {f["name"] for f in r["flags"]}, (name, r["status"], r["message"][:300])
+            assert by_cpu is not None, (name, cpu, t["witness_batches"])
 
 
 def best_speedup(r: dict) -> float:

@@ -671,3 +671,24 @@ def test_a_batch_priced_by_a_host_hiccup_is_timed_again_once():
     on_time = side_with([6.0, 0.0])                # priced, but the judge was on time: no second draw
     on_time.cand.freeze_ms = 0.2
     assert on_time.sample(4) == pytest.approx([0.1 + (6.0 - allowance) / 4] * 4) and on_time.retimed == 0
+
+
+def test_the_cpu_time_witness_reads_a_least_wall_time_from_cpu_counts():
+    """judge/handle.busy_ms: readings (all threads' ns, {tid: ns}, last pid) before and after a batch. The busiest
+    live thread's time; all threads' over the CPUs; threads that ended in the batch over as many as could have run
+    at once (gone since it began plus pids handed out meanwhile, at most the CPUs), so work moved into a thread that
+    ends before the judge looks is counted whole on a 16-CPU host (harness_walk_threads), not a sixteenth of it."""
+    from kernelbench_cli.judge.handle import busy_ms
+    ms = 1_000_000
+    assert busy_ms((0, {"1": 0}, 100), (10 * ms, {"1": 10 * ms}, 100), cpus=16) == pytest.approx(10)
+    assert busy_ms((0, {"1": 0, "2": 0}, 100), (20 * ms, {"1": 10 * ms, "2": 10 * ms}, 100), cpus=2) == pytest.approx(10)
+    # one thread per call, ended: 40 ms in the total only; one pid handed out: it ran alone
+    assert busy_ms((0, {"1": 0}, 100), (41 * ms, {"1": ms}, 101), cpus=16) == pytest.approx(40)
+    # eight pids handed out meanwhile: eight threads may have shared the 40 ms
+    assert busy_ms((0, {"1": 0}, 100), (41 * ms, {"1": ms}, 108), cpus=16) == pytest.approx(5)
+    # a thread alive before and gone after counts as one that could have run beside them
+    assert busy_ms((0, {"1": 0, "2": 0}, 100), (41 * ms, {"1": ms}, 100), cpus=16) == pytest.approx(40)
+    # the last pid unread (-1) or wrapped: as many as the CPUs
+    assert busy_ms((0, {"1": 0}, -1), (41 * ms, {"1": ms}, -1), cpus=16) == pytest.approx(41 / 16)
+    assert busy_ms((0, {"1": 0}, 400), (41 * ms, {"1": ms}, 3), cpus=16) == pytest.approx(41 / 16)
+    assert busy_ms(None, (0, {}, 0)) is None

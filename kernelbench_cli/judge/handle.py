@@ -32,6 +32,43 @@ ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "CUDA_HOME", "CUDA_PATH", "LD
              "KBENCH_CPUS")
 
 
+def cpu_ns(pid: int) -> tuple[int, dict, int] | None:
+    """The kernel's count of a process's CPU time, in ns: all its threads' together, dead ones included (its
+    process CPU clock, which Linux lets any process read), and each live thread's (/proc/.../schedstat); and the
+    last pid given out in this pid namespace (a thread takes one too), -1 where it cannot be read."""
+    try:
+        each = {}
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                each[tid] = int(f.read().split()[0])
+        total = time.clock_gettime_ns((~pid << 3) | 2)        # CPUCLOCK_SCHED of the process
+    except (OSError, ValueError, IndexError):
+        return None
+    try:
+        with open("/proc/sys/kernel/ns_last_pid") as f:
+            last = int(f.read())
+    except (OSError, ValueError):
+        last = -1
+    return total, each, last
+
+
+def busy_ms(before, after, cpus: int | None = None) -> float | None:
+    """The least wall time the CPU work between two cpu_ns() readings can have taken: no thread runs faster
+    than the clock, and no more threads than CPUs run at once. Threads that ended in between (their time is in
+    the total only) ran at most as many at once as there were of them: those alive before and gone after, plus
+    the pids given out meanwhile, each new thread's among them. Descheduling, which stretches the wall, adds
+    nothing here, so this witness stays exact on a loaded host (docs/architecture.md, "The CPU-time witness")."""
+    if before is None or after is None:
+        return None
+    cpus = cpus or os.cpu_count() or 1
+    live = {tid: ns - before[1].get(tid, 0) for tid, ns in after[1].items()}
+    total = after[0] - before[0]
+    ended = total - sum(live.values())
+    new = after[2] - before[2] if min(before[2], after[2]) >= 0 else cpus      # (-1: unread; < 0: wrapped)
+    at_once = min(cpus, max(1, len(set(before[1]) - set(after[1])) + (new if new >= 0 else cpus)))
+    return max(max(live.values(), default=0), total / cpus, ended / at_once) / 1e6
+
+
 class CandidateFailed(Exception):
     """The candidate process reported an error, died, or ran out of time; `status` is the Result status."""
 
@@ -99,6 +136,7 @@ class CandidateProcess:
                    f"candidate {self.pid} {mode}: {'forked' if self.forked else 'started'}{f' (not forked: {why})' if why else ''}")
         self.exit_status: int | None = None     # as Popen.returncode: -signal or the exit code
         self.freeze_ms = 0.0                    # the last call's reply to all-stopped (sides.RETIME_MS)
+        self.busy_ms: float | None = None       # the last call's CPU work as wall time, CPU only (busy_ms)
         self.ready = False
         self.threads0: set[str] = set()
         self.code0: list = []
@@ -227,7 +265,9 @@ class CandidateProcess:
     def call(self, msg: dict, timeout: float, phase: str, expect: str = "done", fds=()) -> tuple[Reply, float]:
         """Thaw, hand over, wait, freeze. Returns the reply and the witness time in ms, which ends once every
         thread has stopped: a thread still in a syscall that SIGSTOP cannot interrupt (a long read into an
-        output buffer) is stopped only on its way out, and that time is the candidate's too."""
+        output buffer) is stopped only on its way out, and that time is the candidate's too. On the CPU it also
+        counts the process's CPU time from frozen to frozen (busy_ms): a second witness that noise cannot blur."""
+        before = cpu_ns(self.pid) if self.device == "cpu" else None
         self.thaw()
         t0 = time.perf_counter_ns()
         try:
@@ -241,6 +281,7 @@ class CandidateProcess:
             self.freeze()
             t1 = time.perf_counter_ns()
             self.freeze_ms = (t1 - t_reply) / 1e6       # (batch_diag; a late judge: sides.RETIME_MS)
+            self.busy_ms = busy_ms(before, cpu_ns(self.pid)) if before else None
         return reply, (t1 - t0) / 1e6
 
     def call_sampled(self, msg: dict, timeout: float, phase: str, own_root: str) -> tuple[Reply, Sampler]:

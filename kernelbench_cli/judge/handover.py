@@ -18,6 +18,11 @@ from .sides import LocalSide, batch_diag
 # spread 0.05-0.12 ms (H100, session 22): the floor decided it (integrity.price_allowance). The CPU keeps 30: its
 # allowance follows the hand-over itself, on a loaded 2-core box.
 PINGS = {"cuda": (20, 8, 0.3), "cpu": (30, 8, 0.5)}
+# The CPU-time witness (handle.busy_ms) per ping: CPU work as wall less the stand-in's own times, which are wall
+# time, so a ping descheduled inside its calls reads low. Its hand-over is therefore an upper quantile (a quiet
+# ping's), never below 0, and its noise is capped: a host made noisy during the pings widens no lie's allowance
+# past CPU_TIME_NOISE x the cap, while descheduling in a timed batch only lowers that batch's excess.
+CPU_TIME_QUANTILE, CPU_TIME_SPREAD_CAP_MS = 0.9, 0.25
 
 
 def calibrate(s, trials: list) -> None:
@@ -38,6 +43,7 @@ def calibrate(s, trials: list) -> None:
     beside = LocalSide(ref.model, ref.feed(random.Random(s.rng.getrandbits(64))), trials[0].inputs, s.device,
                        s.flush) if s.device == "cuda" else None
     walls, probes, flushes, start, aside, beside_n = [], [], [], time.perf_counter(), 0.0, 0
+    cpu = []                      # CPU only: CPU work beyond the stand-in's own time, as wall (handle.busy_ms)
     s.canary_before = []          # (size index, ms) per ping
     s.standin_reuses = False      # the reference's own outputs share storage between calls
     s.ping_diag = []
@@ -66,6 +72,8 @@ def calibrate(s, trials: list) -> None:
         s.standin_reuses = s.standin_reuses or s.reuse(reply) is not None
         probes.append(s.probe.latency() if s.probe.cuda else 0.0)
         walls.append(wall + probes[-1] - reply.ms)
+        if cand.busy_ms is not None:
+            cpu.append(cand.busy_ms - reply.ms)
         s.ping_diag.append(batch_diag(wall + probes[-1], reply.ms, reply, cand.freeze_ms, probes[-1]))
         s.canary_before.append((canary, float(reply.canary)))
         flushes.append([float(x) for x in reply.flush_ms])
@@ -73,10 +81,23 @@ def calibrate(s, trials: list) -> None:
             reference_batch()
     del beside
     trace.mark("judge", f"{len(walls)} ping batches, {beside_n} reference batches beside them")
-    walls = sorted(walls[1:] or walls)          # the first batch warms the stand-in up
     s.probe.calibrate(probes[1:] or probes)
-    s.handover_ms = walls[len(walls) // 2]
-    deviations = sorted(abs(w - s.handover_ms) for w in walls)
-    s.handover_spread = 1.4826 * deviations[len(deviations) // 2]     # MAD, as a standard deviation
+    s.handover_ms, s.handover_spread = median_mad(walls[1:] or walls)     # the first batch warms the stand-in up
+    s.cpu_handover_ms, s.cpu_spread = cpu_handover(cpu[1:] or cpu) if cpu else (None, None)
     s.flush.calibrate_pings([f for fl in flushes[1:] for f in fl])
     s.ping_freeze_ms = stats.median([d[2] for d in s.ping_diag[1:] or s.ping_diag])    # (sides.RETIME_MS)
+
+
+def median_mad(xs: list[float]) -> tuple[float, float]:
+    """The median and the MAD as a standard deviation."""
+    xs = sorted(xs)
+    mid = xs[len(xs) // 2]
+    deviations = sorted(abs(x - mid) for x in xs)
+    return mid, 1.4826 * deviations[len(deviations) // 2]
+
+
+def cpu_handover(xs: list[float]) -> tuple[float, float]:
+    """The CPU-time witness's hand-over and noise from the pings' CPU work beyond their own times (above)."""
+    xs = sorted(xs)
+    _, spread = median_mad(xs)
+    return max(0.0, xs[min(len(xs) - 1, int(CPU_TIME_QUANTILE * len(xs)))]), min(spread, CPU_TIME_SPREAD_CAP_MS)

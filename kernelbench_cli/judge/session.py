@@ -337,8 +337,13 @@ class Session:
                 timing.flush_ms = {"alone": [round(x, 5) for x in self.flush.alone_ms],
                                    "allow_alone": round(self.flush.allow_alone_ms, 5),
                                    "allow": round(self.flush.allow_ms, 5), "ref": local.flushes, "cand": remote.flushes}
+        counted, by_cpu = [(r, b, n) for r, b, n in zip(remote.reported, remote.busy, remote.sizes) if b is not None], None
+        if counted and self.cpu_handover_ms is not None:     # (CPU: the CPU-time witness, handle.busy_ms)
+            timing.cpu_busy_ms = {"handover": round(self.cpu_handover_ms, 4), "spread": round(self.cpu_spread, 4),
+                                  "batches": [round(b, 4) for _, b, _ in counted]}
+            by_cpu = integrity.check_witness(*map(list, zip(*counted)), self.cpu_handover_ms, self.cpu_spread, "cpu-time")
         return timing, integrity.check_witness(remote.reported, remote.witness, remote.sizes, self.handover_ms,
-                                               self.handover_spread, self.device) or \
+                                               self.handover_spread, self.device) or by_cpu or \
             evidence.check_canary(self.canary_before[1:], remote.canary, self.device)
 
     def late_work(self):

@@ -278,6 +278,7 @@ class RemoteSide:
         self.reported: list[float] = []     # per batch: the sum of the candidate's own times
         self.witness: list[float] = []      # per batch: the judge's time, hand-over to reply to device idle
         self.sizes: list[int] = []
+        self.busy: list = []                # per batch, CPU: its CPU work as wall time (handle.busy_ms), or None
         self.canary: list[tuple] = []       # per batch: the clock canary (size index, ms on the candidate's clock)
         self.first_rest: list = []          # per batch: [first call, mean of the others], the candidate's clock
         self.diag: list = []                # per batch: judge/sides.batch_diag
@@ -320,6 +321,7 @@ class RemoteSide:
         self.reported.append(sum(times))
         self.witness.append(wall)
         self.sizes.append(len(lanes))
+        self.busy.append(self.cand.busy_ms)
         self.canary.append((canary, float(reply.canary)))
         self.first_rest.append(first_rest(times))
         self.flushes.append(record)
@@ -332,7 +334,7 @@ class RemoteSide:
             n += len(self.batch(len(self.session.lanes), {0} if n == 0 else set()))
         # (a cold first batch is not a lie: the witness rule's mean would count it)
         self.reported, self.witness, self.sizes, self.canary, self.first_rest, self.diag = [], [], [], [], [], []
-        self.flushes = []
+        self.flushes, self.busy = [], []
 
     def sample(self, n: int) -> list[float]:
         """One batch, counted as its mean per call: the witness vouches for a batch's total only, and a
