@@ -151,6 +151,7 @@ class Reply:
     canary: float = -1.0         # kbench's own fixed work after the batch, on this process's clock (clocks.py)
     times: list = field(default_factory=list)     # the candidate's own clock, per call of the batch
     flush_ms: list = field(default_factory=list)  # CUDA: each flush after a call, the same clock (op_call)
+    cpu_ms: list = field(default_factory=list)    # CPU, a ping: [main thread's, all threads'] CPU ms in the calls
     each: list = field(default_factory=list)      # per call: [outputs, mismatch]; outputs: per tensor [shape,
     #                                               dtype, plain, aliases, address, stride, span bytes] (CPU: the
     #                                               judge reads the tensor from there); mismatch: why the outputs
