@@ -45,13 +45,13 @@ def test_cuda_batch_failures_and_exploits(kbench):
     assert code == 1
 
 
-def short_kernel_lie(kbench, name: str, canary: bool = False, extra: tuple = (), engaged: bool = False,
+def short_kernel_lie(kbench, name: str, canary: bool = False, extra: tuple = (), engaged: float = 0.0,
                      honest_name: str = "correct", bound: float | None = 1.6) -> dict | None:
     """A 10x lie about the CUDA event clock (fixture `name`) beside the honest kernel on cpu/1 (a 0.03 ms kernel,
     shorter than the witness resolves per call): caught (timer-tampered), or its speedup near the honest one;
     with `canary`, caught by the clock canary (evidence.check_canary); with `engaged`, the lie must have read its
-    clock short (else the fixture proves nothing: session 18's tracked hook claimed the honest time, its
-    cudaEventRecord unpatched). Against the honest twin `honest_name`; returns the lie's speed over the honest
+    clock short, under `engaged` x the honest kernel's own time (else the fixture proves nothing: session 18's
+    tracked hook claimed the honest time, its cudaEventRecord unpatched). Against the honest twin `honest_name`; returns the lie's speed over the honest
     kernel's own-clock time (`ratio`, asserted under `bound` unless that is None) and both own-clock times per
     call (`claimed`, `own`); None if caught."""
     fixtures = FIXTURES / "cuda_kernels" / "cpu" / "1_Add_ReLU"
@@ -75,7 +75,7 @@ def short_kernel_lie(kbench, name: str, canary: bool = False, extra: tuple = (),
             (brief(lie), lie["timing"].get("canary_ms"))
     if engaged:
         assert claimed is not None, (name, "never timed", brief(lie))
-        assert claimed < 0.5 * own, (name, "the lie did not engage", claimed, own, brief(lie))
+        assert claimed < engaged * own, (name, "the lie did not engage", claimed, own, brief(lie))
     if lie["status"] == "integrity":          # (the witness saw it: caught is fine too)
         assert "timer-tampered" in {f["name"] for f in lie["flags"]}, brief(lie)
         return None
@@ -117,7 +117,7 @@ def test_a_clock_hook_on_the_candidates_own_intervals_only_is_priced_at_the_witn
     cudaEventRecordWithFlags, refuses to load without a record hook, and the test requires the lie to engage."""
     short_kernel_lie(kbench, "event_hook_tracked", extra=(
         "--config", ROOT / "configs" / "quick.yaml", "--set", "timing.max_rounds=30", "--set", "timing.budget_s=6",
-        "--set", "timing.batch_ms=8"), engaged=True)
+        "--set", "timing.batch_ms=8"), engaged=0.5)
 
 
 def test_work_started_ahead_on_a_side_stream_is_harmless(kbench):
@@ -148,7 +148,10 @@ def test_compute_bound_work_started_ahead_under_the_untimed_flush_is_priced(kben
     so the batch's wall did not hold it either (session 19, a strict xfail then). kbench's flush now fills every
     SM (l2flush.py): the work runs in a call's events or delays the flush, and the witness prices it. Written in
     session 19 without a GPU run."""
-    got = short_kernel_lie(kbench, "heavy_ahead", honest_name="heavy", engaged=True, bound=None, extra=(
+    # engaged: its own clock under 0.9 of the honest kernel's. Under the fenced flush (session 32, H100) it read
+    # 0.71 of it (0.033 against 0.047 ms): the work that once ran under the flush's stores now holds the flush back,
+    # which the timed flushes charge to its calls (0.9-1.7 ms a batch), so it no longer reads near-free as it did
+    got = short_kernel_lie(kbench, "heavy_ahead", honest_name="heavy", engaged=0.9, bound=None, extra=(
         "--config", ROOT / "configs" / "quick.yaml", "--set", "timing.max_rounds=30", "--set", "timing.budget_s=6",
         "--set", "timing.batch_ms=8"))
     assert got is None or got["ratio"] < 1.6, got
