@@ -85,6 +85,7 @@ class Timing:
     ref_rounds_ms: list = field(default_factory=list)    # per-round medians, for later statistics
     cand_rounds_ms: list = field(default_factory=list)
     stop_reason: str = ""       # ci-target | budget | max-rounds
+    outlier_rounds: int = 0     # rounds left out of the speedup, far from the median (stats.central)
     throttled_rounds: int = 0   # rounds taken while NVML reported power/thermal throttling
     throttled_kept: bool = False  # too few clean rounds: throttled ones kept (both sides of a round share the cap)
     ref_host_ms: float | None = None    # CUDA: a batch's wall per call (launch-bound code shows here); CPU: per call

@@ -42,6 +42,20 @@ def geomean(xs) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
+def central(ratios: list, k: float = 4.0, floor: float = 0.01) -> list:
+    """The rounds a speedup is taken over: those whose log ratio lies within k robust standard deviations (MAD,
+    at least `floor`, i.e. ~1%) of the median's, where more than half do; else all. A stretch of seconds in which
+    the host is late prices a run of honest batches (timing.py); a lie confined to a few rounds is priced there
+    too, and dropped here as well: it moves the median no more than an honest outlier does."""
+    if len(ratios) < 3:
+        return list(ratios)
+    logs = [math.log(r) for r in ratios]
+    mid = median(logs)
+    band = k * max(1.4826 * median([abs(x - mid) for x in logs]), floor)
+    kept = [r for r, x in zip(ratios, logs) if abs(x - mid) <= band]
+    return kept if 2 * len(kept) > len(ratios) else list(ratios)
+
+
 def bootstrap_geomean_ci(ratios, resamples: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap CI of the geometric mean of `ratios`."""
     logs = [math.log(r) for r in ratios]

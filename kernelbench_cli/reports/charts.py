@@ -134,7 +134,7 @@ def speedup_chart(P: _Plots, results: list[Result]) -> str:
         ax.set_ylim(n - 0.5, -0.5)
         ax.tick_params(axis="y", length=0)
         ax.grid(axis="x", which="major", color="#e0e0e0", lw=0.6, zorder=1)
-        ax.set_xlabel("speedup over the reference (log scale; bar = geomean of per-round ratios, "
+        ax.set_xlabel("speedup over the reference (log scale; bar = geomean of the central per-round ratios, "
                       "whisker = 95% bootstrap CI)")
         _fit_rows(P, fig, [_label(r) for r in results], 11.2, 0.75 + 0.24 * n)
     return P.svg(fig, tight=False)
