@@ -273,8 +273,8 @@ def static_flags(source: str, filename: str = "<candidate>") -> list[Flag]:
 # the ratio was 0.6: a clock lying by 1.5x passed unpriced (clock_hook_modest). Pinned, the 53 honest jobs there (0.13-25
 # ms calls, results/cpu/witness-margin-20261207-s28.txt) needed no share beyond the slack but two (0.07, 0.035): a
 # quarter of a call leaves room for a loaded box while a lie must stay under ~1.25x not to be flagged; priced below
-# (PRICE). "cpu-time" (the CPU-time witness): half a call, for kbench's team wake spinning on a loaded host.
-WITNESS_RATIO = {"cuda": 0.10, "cpu": 0.25, "cpu-time": 0.5}
+# (PRICE). "cpu-time" (the CPU-time witness): the same quarter (a serial kernel beside load needed 0.19).
+WITNESS_RATIO = {"cuda": 0.10, "cpu": 0.25, "cpu-time": 0.25}
 WITNESS_HANDOVER = 0.5
 WITNESS_MARGIN_MS = 0.05
 WITNESS_NOISE = 4.0
