@@ -198,13 +198,13 @@ def test_a_forged_clock_is_caught_on_a_loaded_host(kbench):
     suite's own load harness_walk kept 10.47x, the allowance 27.9 ms a batch). The CPU-time witness
     (judge/handle.busy_ms) counts what the candidate's threads ran, which a busy host cannot inflate: with a spinner
     on every core throughout, it alone flags claims forged at a tenth (harness_walk), libc's clock patched to run
-    10x slow (clock_hook_libc) or 1.5x slow (clock_hook_modest, which the wall let through on CI at f4cc105) and
-    work moved after the calls into threads that end before the judge looks (harness_walk_threads), and not the
-    honest kernel beside them."""
+    10x slow (clock_hook_libc) and work moved after the calls into threads that end before the judge looks
+    (harness_walk_threads), and not the honest kernel beside them. Not a 1.5x lie (clock_hook_modest): CPU time
+    bounds a claim from below only, and a spinner per core stretches the wall ~2x over it (CI at 5ace0e1)."""
     from kernelbench_cli import integrity
     spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
     try:
-        kernels = [a for n in ("harness_walk", "harness_walk_threads", "clock_hook_libc", "clock_hook_modest", "honest")
+        kernels = [a for n in ("harness_walk", "harness_walk_threads", "clock_hook_libc", "honest")
                    for a in ("--kernel", ADVERSARIAL / "cpu" / "1_Add_ReLU" / f"{n}.py")]
         _, doc = kbench.json("check", "cpu/1", *kernels)
     finally:
