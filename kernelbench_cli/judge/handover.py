@@ -45,7 +45,7 @@ def calibrate(s, trials: list) -> None:
     beside = LocalSide(ref.model, ref.feed(random.Random(s.rng.getrandbits(64))), trials[0].inputs, s.device,
                        s.flush) if s.device == "cuda" else None
     walls, probes, flushes, start, aside, beside_n = [], [], [], time.perf_counter(), 0.0, 0
-    cpu = []                      # CPU only: CPU work beyond the stand-in's own time, as wall (handle.busy_ms)
+    cpu = []                      # CPU only: CPU work as wall beyond the stand-in's calls by their CPU time (below)
     s.canary_before = []          # (size index, ms) per ping
     s.standin_reuses = False      # the reference's own outputs share storage between calls
     s.ping_diag = []
