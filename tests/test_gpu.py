@@ -107,15 +107,15 @@ def test_a_native_event_clock_hook_on_a_short_kernel_is_caught_by_the_clock_cana
     short_kernel_lie(kbench, name, canary=True)
 
 
-def test_a_clock_hook_on_the_candidates_own_intervals_only_is_priced_at_the_witness(kbench):
+@pytest.mark.parametrize("name", ["event_hook_tracked", "event_hook_spares_spin"])
+def test_a_clock_hook_on_the_candidates_own_intervals_only_is_caught_by_the_spin_inside_a_call(kbench, name):
     """The exploit that beats the canary: the native hook reads short only on intervals holding the candidate's
-    own launches (it tracks the events recorded around them), so kbench's canary reads true. The witness is the
-    bound there: with quick.yaml's 30 batches it priced the uniform hook at 1.41x against the honest 1.94x
-    (session 15, results/H200/witness-20261204-s15/). Written in session 16 after its device time was spent:
-    first run in session 17; in session 18 its records showed it claiming the honest time (its cudaEventRecord
-    hook never installed, the elapsed-time one alone counted as success), so it now also patches
-    cudaEventRecordWithFlags, refuses to load without a record hook, and the test requires the lie to engage."""
-    short_kernel_lie(kbench, "event_hook_tracked", extra=(
+    own launches (it tracks the events recorded around them), so kbench's canary reads true; on a 0.03 ms kernel
+    the witness left it 9.9x (H100, session 32). kbench's spin inside a secret call's interval is read short with
+    it (evidence.check_inside); the spares_spin variant also hooks cudaLaunchKernel to read such an interval true,
+    and that call then reads long against the call after the same spin. Either way: caught, and the lie engaged
+    (session 18: its record hook never installed, so it now refuses to load without it)."""
+    short_kernel_lie(kbench, name, canary=True, extra=(
         "--config", ROOT / "configs" / "quick.yaml", "--set", "timing.max_rounds=30", "--set", "timing.budget_s=6",
         "--set", "timing.batch_ms=8"), engaged=0.5)
 

@@ -548,6 +548,38 @@ def test_the_clock_canary_catches_a_clock_that_reads_short_and_only_that():
     assert check_canary([], [], "cpu") is None and check_canary([(0, -1.0)], [(0, -1.0)], "cpu") is None
 
 
+
+def test_the_spin_inside_a_call_catches_a_clock_that_hides_it_or_spares_it():
+    """evidence.check_inside: per batch [the call holding kbench's spin, the call after the same spin, the spin's
+    time before the import, the batch's spread]. Honest, they agree once the spin is off, even noisy; a clock 10x
+    short on the candidate's intervals hides the spin (event_hook_tracked); one that reads the interval holding
+    kbench's launch true and the rest short makes that call long; a lie in a tenth of the batches is let be,
+    in more it is not."""
+    import random
+    from kernelbench_cli.judge.evidence import check_inside
+    rng = random.Random(7)
+
+    def batches(inside, after=lambda k: k, n=30, kernel=0.025, sd=0.001):
+        out = []
+        for _ in range(n):
+            s = rng.choice((0.033, 0.13))
+            k1, k2 = (kernel + rng.gauss(0, sd) for _ in range(2))
+            out.append([inside(s, k1), after(k2), s * rng.uniform(0.98, 1.02), sd])
+        return out
+
+    assert check_inside(batches(lambda s, k: s + k)) is None
+    assert check_inside(batches(lambda s, k: s + k, kernel=2.0, sd=0.08)) is None            # a slow, noisy kernel
+    hidden = check_inside(batches(lambda s, k: 0.1 * (s + k), lambda k: 0.1 * k))
+    assert hidden is not None and hidden.name == "timer-tampered" and "shorter" in hidden.detail, hidden
+    spared = check_inside(batches(lambda s, k: s + k, lambda k: 0.1 * k))
+    assert spared is not None and "longer" in spared.detail, spared
+    assert check_inside(batches(lambda s, k: s + k, lambda k: k / 2, kernel=0.2, sd=0.004)) is not None
+    few = batches(lambda s, k: s + k)
+    few[:3] = batches(lambda s, k: 0.1 * (s + k), lambda k: 0.1 * k, n=3)
+    assert check_inside(few) is None                   # 3 of 30: a tenth
+    few[3:5] = batches(lambda s, k: 0.1 * (s + k), lambda k: 0.1 * k, n=2)
+    assert check_inside(few) is not None and check_inside([]) is None
+
 QUEUED_SIGNALS = r'''
 import ctypes, os, platform, sys
 from kernelbench_cli import sandbox

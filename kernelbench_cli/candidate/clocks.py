@@ -22,6 +22,13 @@ perf_counter_ns = time.perf_counter_ns      # bound now: `time.perf_counter_ns =
 # less than the 2x the check needs. Not on the CPU: a plain loop there read 0.43x as long after the import as
 # before it for an honest kernel on the loaded 2-core box (the pings run while spare candidate processes
 # import torch).
+# The spin inside a call: a clock that reads short only on intervals holding the candidate's own launches (it
+# tracks the events recorded around them) reads the canary true. So in every timed batch the same spin, of a secret
+# size, also runs inside one secret call's interval (after its start event, before the forward) and, outside any
+# interval, just before another's start: honest, the two calls read alike once the spin is taken off; such a clock
+# hides the spin, and one that spares the interval holding kbench's launch reads that call long
+# (judge/evidence.check_inside). What it leaves: a hook that sees kbench's launch inside the interval and times
+# the spin itself, to read true on it alone: the witness bounds that one (docs/integrity.md, "timer").
 
 
 class DeviceTimer:

@@ -254,6 +254,7 @@ class Server:
         reply = Reply(op="done")
         events, flushes, done = [], [], []
         (size, at), canary = msg.get("canary", (-1, -1)), None    # clock canary (clocks.py): size, position
+        spun, inside, after = msg.get("inside", (0, -1, -1))        # the spin inside a call, and after one (clocks.py)
         pinged = msg.get("op") == "ping" and self.device == "cpu"
         t_in = perf_counter_ns()
         head = self.timer.mark() if self.device == "cuda" else None
@@ -271,11 +272,16 @@ class Server:
                         self.flush()
                     elif self.flush is not None:
                         self.flush.hold()     # (the judge flushed before the first call)
+                    f1 = self.timer.mark() if pos == after else None
+                    if f1 is not None:
+                        self.spin(CANARY_SIZES[spun])
                     start = self.timer.mark()
+                    if pos == inside:
+                        self.spin(CANARY_SIZES[spun])
                     out = model(*inputs)
                     events.append((start, self.timer.mark()))
                     if f0 is not None:
-                        flushes.append((f0, start))
+                        flushes.append((f0, start if f1 is None else f1))
                 else:
                     if self.wake is not None:
                         self.wake(0.0)        # (cpus.team_waker)

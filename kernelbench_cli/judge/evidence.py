@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 
 import torch
@@ -26,6 +27,14 @@ from .sampler import Perf, SamplingFailed
 CANARY_FAST = 0.5
 
 
+def canary_base(before: list) -> dict:
+    """The canary's time per size index on the stand-in's clock, before any candidate code (the median)."""
+    by_size: dict = {}
+    for k, ms in before:
+        by_size.setdefault(k, []).append(ms)
+    return {k: sorted(v)[len(v) // 2] for k, v in by_size.items()}
+
+
 def check_canary(before: list, after: list, device: str):
     """(size index, ms) per batch, before the import and after it. A clock rewritten below Python reads kbench's
     own work short too, however short the candidate's calls (which the witness cannot resolve), and at a size
@@ -33,10 +42,7 @@ def check_canary(before: list, after: list, device: str):
     (clocks.py says why)."""
     if device != "cuda" or not after:
         return None
-    by_size: dict = {}
-    for k, ms in before:
-        by_size.setdefault(k, []).append(ms)
-    base = {k: sorted(v)[len(v) // 2] for k, v in by_size.items()}
+    base = canary_base(before)
     if not base or min(base.values()) <= 0 or min(ms for _, ms in after) <= 0:
         return integrity.flag("timer-tampered", "the candidate process did not time kbench's clock canary")
     ratios = sorted(ms / base[k] for k, ms in after if k in base)
@@ -47,6 +53,34 @@ def check_canary(before: list, after: list, device: str):
                                             f"{r:.2f}x as long after the candidate's import as before it (median "
                                             f"over {len(ratios)} batches at secret sizes): that clock reads "
                                             f"{1 / r:.1f}x short")
+
+
+# The spin inside a call (candidate/clocks.py, "inside"): per batch, one secret call holds kbench's spin of s ms
+# (its size's time before the import) between its start event and the forward, and another follows the same spin
+# outside its interval. Their difference e is 0 for an honest clock, give or take the calls' own spread (sd of a
+# batch's calls, a single call each side: sqrt(2) of it). A clock that reads short on intervals holding the
+# candidate's launches hides the spin too: e = -s(1 - 1/L) for a lie of L; one that spares the interval holding
+# kbench's spin reads that call true and the other short: e = t(L - 1), t the other's claimed time. A batch is
+# off when e < -INSIDE_HIDDEN x s or e > INSIDE_SPARED x t, beyond INSIDE_NOISE spreads; more off batches than
+# a tenth (at least one) is a pattern.
+INSIDE_HIDDEN, INSIDE_SPARED, INSIDE_NOISE, INSIDE_FLOOR_MS = 0.25, 0.5, 4.0 * math.sqrt(2), 0.001
+
+
+def check_inside(batches: list) -> integrity.Flag | None:
+    """[inside, after, s, spread] (ms) per batch: the call holding kbench's spin (the spin left in), the call
+    after the same spin, the spin's time before the import, the sd of the batch's other calls."""
+    hidden = [b for b in batches if b[0] - b[2] - b[1] < -INSIDE_HIDDEN * b[2] - INSIDE_NOISE * b[3] - INSIDE_FLOOR_MS]
+    spared = [b for b in batches if b[0] - b[2] - b[1] > INSIDE_SPARED * b[1] + INSIDE_NOISE * b[3] + INSIDE_FLOOR_MS]
+    outliers = max(1, len(batches) // 10)
+    for off, what in ((hidden, "read it shorter than kbench's own spin inside it"),
+                      (spared, "read it longer than the call after the same spin outside its interval")):
+        if len(off) > outliers:
+            b = sorted(off, key=lambda b: b[0])[len(off) // 2]
+            return integrity.flag("timer-tampered", f"a call holding kbench's spin of {b[2]:.4f} ms read "
+                                                    f"{b[0]:.4f} ms on the candidate process's clock, the call after "
+                                                    f"the same spin {b[1]:.4f} ms: that clock {what} ({len(off)} of "
+                                                    f"{len(batches)} batches)")
+    return None
 
 
 def prove(s) -> bool:

@@ -330,7 +330,7 @@ class Session:
         timing.handover_spread_ms = round(self.handover_spread, 4)
         if self.device == "cuda":
             timing.canary_ms = {"before": [[k, round(x, 5)] for k, x in self.canary_before[1:]],
-                                "after": [[k, round(x, 5)] for k, x in remote.canary]}
+                                "after": [[k, round(x, 5)] for k, x in remote.canary], "inside": remote.inside}
             timing.first_rest_ms = {"ref": local.first_rest, "cand": remote.first_rest}
             timing.batch_diag_ms = {"ping": self.ping_diag, "cand": remote.diag}
             if self.flush.run is not None:
@@ -344,7 +344,8 @@ class Session:
             by_cpu = integrity.check_witness(*map(list, zip(*counted)), self.cpu_handover_ms, self.cpu_spread, "cpu-time")
         return timing, integrity.check_witness(remote.reported, remote.witness, remote.sizes, self.handover_ms,
                                                self.handover_spread, self.device) or by_cpu or \
-            evidence.check_canary(self.canary_before[1:], remote.canary, self.device)
+            evidence.check_canary(self.canary_before[1:], remote.canary, self.device) or \
+            evidence.check_inside(remote.inside)
 
     def late_work(self):
         p = self.probe

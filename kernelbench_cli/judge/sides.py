@@ -280,6 +280,7 @@ class RemoteSide:
         self.sizes: list[int] = []
         self.busy: list = []                # per batch, CPU: its CPU work as wall time (handle.busy_ms), or None
         self.canary: list[tuple] = []       # per batch: the clock canary (size index, ms on the candidate's clock)
+        self.inside: list = []              # per batch, CUDA: the spin inside a call (_spun, evidence.check_inside)
         self.first_rest: list = []          # per batch: [first call, mean of the others], the candidate's clock
         self.diag: list = []                # per batch: judge/sides.batch_diag
         self.flushes: list = []             # per batch: Flush.charge's record
@@ -300,8 +301,10 @@ class RemoteSide:
         # spare it by its length or its position
         canary = self.rng.randrange(len(CANARY_SIZES))
         at = self.rng.randrange(len(lanes) + 1)
-        reply, wall = self.cand.call({"op": "call", "lanes": list(range(len(lanes))), "canary": (canary, at)},
-                                     s.call_timeout(), "timing")
+        msg = {"op": "call", "lanes": list(range(len(lanes))), "canary": (canary, at)}
+        if s.device == "cuda" and len(lanes) > 1:     # the same spin inside one secret call, before another's start
+            msg["inside"] = (len(CANARY_SIZES) - 1 - self.rng.randrange(2), *self.rng.sample(range(len(lanes)), 2))
+        reply, wall = self.cand.call(msg, s.call_timeout(), "timing")
         probe = self.probe.after_call()
         wall += probe                          # the witness runs until the device is idle again
         if self.after_batch:
@@ -312,6 +315,8 @@ class RemoteSide:
             raise_protocol(f"{len(times)} time(s) for a batch of {len(lanes)} calls")
         if len(flushed) != (len(lanes) if self.flush.run is not None else 0):
             raise_protocol(f"{len(flushed)} flush time(s) for a batch of {len(lanes)} calls")
+        if "inside" in msg:
+            wall -= self._spun(times, *msg["inside"])
         times, record = self.flush.charge(times, flushed)
         for k in sorted(checks):
             self.checked += 1
@@ -328,13 +333,23 @@ class RemoteSide:
         self.diag.append(batch_diag(wall, sum(times), reply, self.cand.freeze_ms, probe))
         return times
 
+    def _spun(self, times: list[float], size: int, inside: int, after: int) -> float:
+        """Records the spin inside call `inside` (candidate/clocks.py) and takes it off that call, at its time
+        before the import (the stand-in's, not this clock's word); returns what kbench's two spins added to the
+        wall, in no call and not in the hand-over."""
+        spin = evidence.canary_base(self.session.canary_before[1:]).get(size, 0.0)
+        others = [t for k, t in enumerate(times) if k not in (inside, after)]
+        self.inside.append([round(x, 5) for x in (times[inside], times[after], spin, stats.mad_sd(others) if others else 0.0)])
+        times[inside] = max(0.0, times[inside] - spin)
+        return 2 * spin
+
     def warmup(self, calls: int, ms: float) -> None:
         start, n = time.perf_counter(), 0
         while n < calls or (time.perf_counter() - start) * 1e3 < ms:
             n += len(self.batch(len(self.session.lanes), {0} if n == 0 else set()))
         # (a cold first batch is not a lie: the witness rule's mean would count it)
         self.reported, self.witness, self.sizes, self.canary, self.first_rest, self.diag = [], [], [], [], [], []
-        self.flushes, self.busy = [], []
+        self.flushes, self.busy, self.inside = [], [], []
 
     def sample(self, n: int) -> list[float]:
         """One batch, counted as its mean per call: the witness vouches for a batch's total only, and a
