@@ -93,14 +93,17 @@ WAIT:
 """
 
 # HOLD_CYCLES: a timed batch, the candidate's and the judge's reference's alike, starts with `hold` for this many
-# cycles (~0.26 ms at 2 GHz), every thread slot of every SM taken, so that its host has queued the first call
+# cycles (~1 ms at 2 GHz), every thread slot of every SM taken, so that its host has queued the first call
 # before the device reaches that call's start event, as it has every later call's, and the first call follows a
 # full-device kernel as every later one follows the flush (judge/sides.py LEAD_SPIN says what the judge's one-SM
 # spin left). Without it the first call held the host's dispatch after the context switch: on a lent H100 the A/A
 # candidate's first call ran 0.02-0.13 ms over the others on Transpose and L2/56, its batches' mean per call
 # 0.3-0.5% over the reference's (results/H100/aa-rounds-20261206-s25de.txt). Full occupancy, as the flush's, and
-# not torch's one-SM spin: no block of work a side stream launched ahead can run beside it.
-HOLD_CYCLES = 1 << 19
+# not torch's one-SM spin: no block of work a side stream launched ahead can run beside it. 2^19 cycles (~0.26 ms)
+# until session 33: the judge's host took 0.46-0.68 ms from the hold's launch to its first reference call queued
+# (H100 session 32, H200 session 33), so that call held launch gaps, 0.03-0.11 ms over the others, and the A/A
+# of L2/3 read 1.018 (results/H200/aa-rounds-20261207-s33.txt).
+HOLD_CYCLES = 1 << 21
 
 # FENCE_LIMIT_NS: how long a flush's block waits for the rest of its grid to become resident before it stores
 # anyway. Only a deadlock needs it (a device where the grid cannot all be resident at once: DriverFlush refuses

@@ -573,7 +573,7 @@ def test_the_spin_inside_a_call_catches_a_clock_that_hides_it_or_spares_it():
     assert hidden is not None and hidden.name == "timer-tampered" and "shorter" in hidden.detail, hidden
     spared = check_inside(batches(lambda s, k: s + k, lambda k: 0.1 * k))
     assert spared is not None and "longer" in spared.detail, spared
-    assert check_inside(batches(lambda s, k: s + k, lambda k: k / 2, kernel=0.2, sd=0.004)) is not None
+    assert check_inside(batches(lambda s, k: s + k, lambda k: k / 3, kernel=0.2, sd=0.004)) is not None
     few = batches(lambda s, k: s + k)
     few[:3] = batches(lambda s, k: 0.1 * (s + k), lambda k: 0.1 * k, n=3)
     assert check_inside(few) is None                   # 3 of 30: a tenth

@@ -58,19 +58,24 @@ def check_canary(before: list, after: list, device: str):
 # The spin inside a call (candidate/clocks.py, "inside"): per batch, one secret call holds kbench's spin of s ms
 # (its size's time before the import) between its start event and the forward, and another follows the same spin
 # outside its interval. Their difference e is 0 for an honest clock, give or take the calls' own spread (sd of a
-# batch's calls, a single call each side: sqrt(2) of it). A clock that reads short on intervals holding the
-# candidate's launches hides the spin too: e = -s(1 - 1/L) for a lie of L; one that spares the interval holding
-# kbench's spin reads that call true and the other short: e = t(L - 1), t the other's claimed time. A batch is
-# off when e < -INSIDE_HIDDEN x s or e > INSIDE_SPARED x t, beyond INSIDE_NOISE spreads; more off batches than
-# a tenth (at least one) is a pattern.
-INSIDE_HIDDEN, INSIDE_SPARED, INSIDE_NOISE, INSIDE_FLOOR_MS = 0.25, 0.5, 4.0 * math.sqrt(2), 0.001
+# batch's calls, a single call each side: sqrt(2) of it) and a share of the call (launch gaps: Triton's honest
+# kernels, H200 session 33, reached e = 1.9 x t in single batches). A clock that reads short on intervals holding
+# the candidate's launches hides the spin too: e = -s(1 - 1/L) for a lie of L; one that spares the interval holding
+# kbench's spin reads that call true and the other short: e = t(L - 1), t the other's claimed time. A batch is off
+# when e < -(INSIDE_HIDDEN x (s + t)) or e > INSIDE_SPARED x t, beyond INSIDE_NOISE spreads and INSIDE_FLOOR_MS;
+# more off batches than a tenth (at least one) is a pattern. Honest jobs of that run came to at most 0.96 of
+# a threshold in any batch (results/H200/README.md, session 33).
+INSIDE_HIDDEN, INSIDE_SPARED, INSIDE_NOISE, INSIDE_FLOOR_MS = 0.25, 1.0, 4.0 * math.sqrt(2), 0.001
 
 
 def check_inside(batches: list) -> integrity.Flag | None:
     """[inside, after, s, spread] (ms) per batch: the call holding kbench's spin (the spin left in), the call
     after the same spin, the spin's time before the import, the sd of the batch's other calls."""
-    hidden = [b for b in batches if b[0] - b[2] - b[1] < -INSIDE_HIDDEN * b[2] - INSIDE_NOISE * b[3] - INSIDE_FLOOR_MS]
-    spared = [b for b in batches if b[0] - b[2] - b[1] > INSIDE_SPARED * b[1] + INSIDE_NOISE * b[3] + INSIDE_FLOOR_MS]
+    def e(b):       # the difference, beyond the noise (INSIDE_NOISE spreads and the floor)
+        return b[0] - b[2] - b[1], INSIDE_NOISE * b[3] + INSIDE_FLOOR_MS
+
+    hidden = [b for b in batches if e(b)[0] < -INSIDE_HIDDEN * (b[2] + b[1]) - e(b)[1]]
+    spared = [b for b in batches if e(b)[0] > INSIDE_SPARED * b[1] + e(b)[1]]
     outliers = max(1, len(batches) // 10)
     for off, what in ((hidden, "read it shorter than kbench's own spin inside it"),
                       (spared, "read it longer than the call after the same spin outside its interval")):

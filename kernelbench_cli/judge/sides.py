@@ -221,7 +221,7 @@ class LocalSide:
 
     def _batch(self, n: int) -> tuple[list[float], float, float]:
         """n calls on fresh inputs: each call's device time, the batch's wall, and the host's time from the
-        lead's launch to the first call queued (ms): over the lead's device time (~0.26 ms), the device waited
+        lead's launch to the first call queued (ms): over the lead's device time (~1 ms), the device waited
         for the host inside the first call's interval (a diagnostic: first_rest_ms). Its flushes are timed and
         recorded as the candidate's are (Flush.record)."""
         for lane in self.lanes[:n]:
