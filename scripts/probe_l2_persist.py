@@ -5,7 +5,7 @@ partly warm. For a buffer of a third of the L2: a read's time warm (no flush bet
 between), and after the flush when every read loads with `L2::evict_last` (and, for the control, `evict_normal`).
 If evict_last after the flush reads near warm, the flush does not clear such lines. Run on a GPU, from the repo:
   PYTHONPATH=. python3 scripts/probe_l2_persist.py
-Not yet run (written in session 31 without a device); the read kernel is PTX checked with ptxas for sm_90."""
+Run in sessions 32 (H100) and 33 (H200) with a defective warm figure (launch latency in it); fixed in session 33."""
 from __future__ import annotations
 
 import ctypes
@@ -84,9 +84,13 @@ class Reader:
         self.flush._run(self.fn, self.params)       # the flush's grid and stream: every SM, the default stream
 
 
-def timed(fn, runs: int = 30) -> float:
+def timed(before, fn, runs: int = 30) -> float:
+    """The median of fn's interval (us), each run after `before`: device work that keeps the host ahead, so the
+    interval holds the read alone and not the launch latency of a ctypes launch (session 32/33: a "warm" read
+    timed on an idle device read 14-21 us, slower than the same read after a flush, 5-7 us)."""
     out = []
     for _ in range(runs):
+        before()
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         fn()
@@ -106,17 +110,8 @@ def main() -> None:
     for last in (False, True):
         name = "evict_last" if last else "evict_normal"
         read(last)
-        warm = timed(lambda: read(last))
-        out = []
-        for _ in range(30):     # the read's own interval only: flush, then time the read
-            flush()
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            read(last)
-            b.record()
-            torch.cuda.synchronize()
-            out.append(a.elapsed_time(b))
-        cold = statistics.median(out[3:]) * 1e3
+        warm = timed(flush.hold, lambda: read(last))     # a spin, no memory touched: the lines stay in L2
+        cold = timed(flush, lambda: read(last))          # kbench's flush, then the read
         print(f"  {name:13s} warm {warm:8.2f} us   after kbench's flush {cold:8.2f} us   ({cold / warm:.2f}x warm)")
     print("evict_last lines survive the flush if its 'after flush' reads near its warm time while evict_normal's do not")
 
