@@ -580,6 +580,24 @@ def test_the_spin_inside_a_call_catches_a_clock_that_hides_it_or_spares_it():
     few[3:5] = batches(lambda s, k: 0.1 * (s + k), lambda k: 0.1 * k, n=2)
     assert check_inside(few) is not None and check_inside([]) is None
 
+
+def test_the_spin_inside_a_call_is_taken_off_that_call_at_its_time_before_the_import():
+    """sides.RemoteSide._spun: the call holding kbench's spin is charged its own time only, less the spin's time
+    measured before the import (the stand-in's, not the candidate clock's word, which could read it long to hide
+    a call), and both spins come off the judge's wall; the record keeps what the candidate's clock said."""
+    from types import SimpleNamespace
+    from kernelbench_cli.judge.sides import RemoteSide
+    side = object.__new__(RemoteSide)
+    side.inside = []
+    side.session = SimpleNamespace(canary_before=[(3, 9.0)] + [(3, 0.130), (3, 0.136), (2, 0.034), (3, 0.133)])
+    times = [0.02, 0.021, 0.133 + 0.0205, 0.019]
+    assert side._spun(times, 3, 2, 0) == 2 * 0.133          # the first ping (9.0, warming up) is not counted
+    assert abs(times[2] - 0.0205) < 1e-9 and times[0] == 0.02
+    assert side.inside == [[0.1535, 0.02, 0.133, round(0.0014826, 5)]]
+    times = [0.01, 0.02]                         # a clock reading short: the call is not charged below 0
+    side._spun(times, 2, 0, 1)
+    assert times[0] == 0.0 and side.inside[-1] == [0.01, 0.02, 0.034, 0.0]
+
 QUEUED_SIGNALS = r'''
 import ctypes, os, platform, sys
 from kernelbench_cli import sandbox
