@@ -27,8 +27,9 @@ perf_counter_ns = time.perf_counter_ns      # bound now: `time.perf_counter_ns =
 # size, also runs inside one secret call's interval (after its start event, before the forward) and, outside any
 # interval, just before another's start: honest, the two calls read alike once the spin is taken off; such a clock
 # hides the spin, and one that spares the interval holding kbench's launch reads that call long
-# (judge/evidence.check_inside). What it leaves: a hook that sees kbench's launches, and times the spin itself
-# to read true on it alone, or reads true both calls next to them: the witness bounds those (docs/integrity.md).
+# (judge/evidence.check_inside). What it leaves: a hook that sees kbench's launches or reads the batch's message
+# (which names both calls: this process must know them), and reads true on the spin or on both calls: the witness
+# bounds those (docs/integrity.md).
 
 
 class DeviceTimer:
