@@ -339,7 +339,8 @@ class RemoteSide:
         wall, in no call and not in the hand-over."""
         spin = evidence.canary_base(self.session.canary_before[1:]).get(size, 0.0)
         others = [t for k, t in enumerate(times) if k not in (inside, after)]
-        self.inside.append([round(x, 5) for x in (times[inside], times[after], spin, stats.mad_sd(others) if others else 0.0)])
+        spread = stats.mad_sd(others) if others else 0.0
+        self.inside.append([round(x, 5) for x in (times[inside], times[after], spin, spread)])
         times[inside] = max(0.0, times[inside] - spin)
         return 2 * spin
 
