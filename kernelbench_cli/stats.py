@@ -51,7 +51,7 @@ def central(ratios: list, k: float = 4.0, floor: float = 0.01) -> list:
         return list(ratios)
     logs = [math.log(r) for r in ratios]
     mid = median(logs)
-    band = k * max(1.4826 * median([abs(x - mid) for x in logs]), floor)
+    band = k * max(mad_sd(logs), floor)
     kept = [r for r, x in zip(ratios, logs) if abs(x - mid) <= band]
     return kept if 2 * len(kept) > len(ratios) else list(ratios)
 

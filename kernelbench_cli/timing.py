@@ -57,7 +57,8 @@ def measure(ref, cand, cfg, throttled=None, clock: str = "") -> Timing:
         got = {name: side.sample(n) for name, side in sides}
         rounds.append((got["ref"], got["cand"], throttled is not None and throttled()))
         trace.mark("judge", f"round {r}")
-        ratios = stats.central([stats.median(a) / max(stats.median(b), 1e-9) for a, b, _ in usable(rounds, cfg.min_rounds)])
+        ratios = stats.central([stats.median(a) / max(stats.median(b), 1e-9)
+                                for a, b, _ in usable(rounds, cfg.min_rounds)])
         if len(ratios) >= cfg.min_rounds:
             lo, hi = stats.bootstrap_geomean_ci(ratios, cfg.bootstrap)
             if (hi - lo) / 2 / stats.geomean(ratios) <= cfg.ci_target:
