@@ -145,6 +145,7 @@ class Reply:
     """Everything a candidate process may say, in one shape; the judge believes none of it blindly."""
     op: str = ""                 # ready | loaded | done | profiled | error
     ok: bool = True
+    nonce: int = 0               # the request's: a reply written before its request cannot know it
     status: str = ""             # on error: a Result status (import-error, bad-constructor, runtime-error...)
     message: str = ""
     ms: float = 0.0              # a stand-in's own time (pings)

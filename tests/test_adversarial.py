@@ -60,6 +60,8 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     # ... and the red team's answers to it: torch's own pages mapped back over themselves from a file of its own
     "remap_identical": ("integrity", {"library-heavy"}),
     "memfd_traversal": ("integrity", {"library-heavy"}),    # ... from a memfd named into the extension cache
+    # session 34's red team: its own verdict written onto the judge's channel, after the flags were raised
+    "forged_verdict": ("integrity", {"protocol", "no-custom-kernel"}),
 }
 if perf_refused():     # the ptrace fallback: the candidate tells its sampled calls apart (docs/integrity.md)
     EXPECTED["tracer_aware"] = ("ok", set())

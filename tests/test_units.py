@@ -760,3 +760,63 @@ def test_the_cpu_time_witness_reads_a_least_wall_time_from_cpu_counts():
     assert busy_ms((0, {"1": 0}, -1), (41 * ms, {"1": ms}, -1), cpus=16) == pytest.approx(41 / 16)
     assert busy_ms((0, {"1": 0}, 400), (41 * ms, {"1": ms}, 3), cpus=16) == pytest.approx(41 / 16)
     assert busy_ms(None, (0, {}, 0)) is None
+
+
+HOSTILE_PEER = r"""
+import json, os, socket, struct, sys
+sock = socket.socket(fileno=int(sys.argv[1]))
+def msg(d):
+    data = json.dumps(d).encode()
+    return struct.pack("<I", len(data)) + data
+def request():
+    size = struct.unpack("<I", sock.recv(4, socket.MSG_WAITALL))[0]
+    return json.loads(sock.recv(size, socket.MSG_WAITALL))
+while True:
+    req = request()
+    how, nonce = req["how"], req.get("nonce", 0)
+    if how == "honest":
+        sock.sendall(msg({"op": "done", "nonce": nonce, "times": [1.0]}))
+    elif how == "ahead":       # its reply, and at once one for the next request (which ends that one's witness)
+        sock.sendall(msg({"op": "done", "nonce": nonce}) + msg({"op": "done", "nonce": nonce + 1, "times": [0.001]}))
+    elif how == "stale":
+        sock.sendall(msg({"op": "done", "nonce": 12345, "times": [0.001]}))
+    else:                      # its own verdict, as an error reply
+        sock.sendall(msg({"op": "error", "ok": False, "status": how, "nonce": nonce}))
+"""
+
+
+def test_the_judge_believes_only_replies_to_its_own_requests_and_no_verdict_a_candidate_writes(tmp_path):
+    """The channel is the candidate's too (its code can write to the fd): a reply queued ahead of the request, a
+    reply to no request, an error reply claiming a status only the judge gives, are each the protocol's breach;
+    a runtime-error stays one. A real child process, frozen and thawed by the judge's own handle."""
+    import select
+    import socket as socket_
+    import subprocess
+    import sys
+    from kernelbench_cli.channel import Channel
+    from kernelbench_cli.judge.handle import CandidateFailed, CandidateProcess
+    ours, theirs = socket_.socketpair()
+    child = subprocess.Popen([sys.executable, "-c", HOSTILE_PEER, str(theirs.fileno())], pass_fds=(theirs.fileno(),))
+    theirs.close()
+    proc = object.__new__(CandidateProcess)
+    proc.device, proc.pid, proc.chan, proc.exit_status, proc.log_path = "cpu", child.pid, Channel(ours), None, tmp_path
+    try:
+        reply, wall = proc.call({"op": "call", "how": "honest"}, 10, "timing")
+        assert reply.times == [1.0] and wall > 0
+        for how, status in (("ahead", "integrity"), ("stale", "integrity"), ("ok", "integrity"),
+                            ("incorrect", "integrity"), ("runtime-error", "runtime-error")):
+            with pytest.raises(CandidateFailed) as e:
+                proc.call({"op": "call", "how": how}, 10, "timing")
+            assert e.value.status == status, (how, e.value.status, e.value.message)
+            proc.thaw()
+            while select.select([proc.chan.sock], [], [], 0.2)[0]:
+                proc.chan.sock.recv(1 << 16)         # (what the breach left on the channel)
+        with pytest.raises(CandidateFailed) as e:      # a build's failures may be said only at the load
+            proc.call({"op": "call", "how": "compile-error"}, 10, "timing")
+        assert e.value.status == "integrity"
+        with pytest.raises(CandidateFailed) as e:
+            proc.call({"op": "load", "how": "compile-error"}, 10, "load", expect="loaded")
+        assert e.value.status == "compile-error"
+    finally:
+        child.kill()
+        child.wait()

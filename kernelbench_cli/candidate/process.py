@@ -143,6 +143,7 @@ class Server:
             except Exception as e:          # the forward (or constructor) raised: a reported result
                 traceback.print_exc()
                 reply = Reply(op="error", ok=False, status=failure_status(e), message=one_line(e))
+            reply.nonce = msg.get("nonce", 0)
             self.chan.send(reply)
 
     def op_map(self, msg, fds) -> Reply:

@@ -9,8 +9,11 @@ around a call: from handing over (thaw + message) to receiving the reply, then t
 from __future__ import annotations
 
 import os
+import secrets
+import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -67,6 +70,12 @@ def busy_ms(before, after, cpus: int | None = None) -> float | None:
     new = after[2] - before[2] if min(before[2], after[2]) >= 0 else cpus      # (-1: unread; < 0: wrapped)
     at_once = min(cpus, max(1, len(set(before[1]) - set(after[1])) + (new if new >= 0 else cpus)))
     return max(max(live.values(), default=0), total / cpus, ended / at_once) / 1e6
+
+
+# What a candidate process can say went wrong (candidate/process.py): whatever else an error reply says is
+# candidate code writing to the judge's channel (a forged "ok" once ended a job ok, its flags dropped).
+FAILURES = ("runtime-error", "cuda-error")
+LOAD_FAILURES = FAILURES + ("compile-error", "import-error", "missing-modelnew", "bad-constructor")
 
 
 class CandidateFailed(Exception):
@@ -243,7 +252,9 @@ class CandidateProcess:
         return CandidateFailed("crash", f"candidate process {describe_exit(self.exit_status)} during {phase}",
                                phase=phase)
 
-    def recv(self, timeout: float, expect: str | None = None, phase: str = "start") -> Reply:
+    def recv(self, timeout: float, expect: str | None = None, phase: str = "start", nonce: int = 0) -> Reply:
+        """The reply to the request that carried `nonce` (0: none, the "ready" at start). The channel is the
+        candidate's too: a reply its code wrote ahead, before the request existed, cannot know the nonce."""
         try:
             msg, _ = self.chan.recv(timeout)
         except TimeoutError:
@@ -256,8 +267,15 @@ class CandidateProcess:
             reply = from_message(Reply, msg)
         except (TypeError, ValueError) as e:
             raise CandidateFailed("integrity", f"malformed message from the candidate process: {e}", phase=phase) from None
+        if reply.nonce != nonce:
+            raise CandidateFailed("integrity", "a reply that answers no request of the judge's: candidate code "
+                                  "wrote to the judge's channel", phase=phase)
         if not reply.ok:
-            raise CandidateFailed(reply.status or "runtime-error", reply.message, reply, phase)
+            status = reply.status or "runtime-error"
+            if status not in (LOAD_FAILURES if expect == "loaded" else FAILURES):
+                raise CandidateFailed("integrity", f"the candidate process answered status '{status}'"[:120] +
+                                      ", which only the judge gives: candidate code wrote to its channel", phase=phase)
+            raise CandidateFailed(status, reply.message, reply, phase)
         if expect and reply.op != expect:
             raise CandidateFailed("crash", f"expected '{expect}' from the candidate process, got '{reply.op}'")
         return reply
@@ -268,6 +286,7 @@ class CandidateProcess:
         output buffer) is stopped only on its way out, and that time is the candidate's too. On the CPU it also
         counts the process's CPU time from frozen to frozen (busy_ms): a second witness that noise cannot blur."""
         before = cpu_ns(self.pid) if self.device == "cpu" else None
+        msg = dict(msg, nonce=secrets.randbits(62) + 1)
         self.thaw()
         t0 = time.perf_counter_ns()
         try:
@@ -275,18 +294,32 @@ class CandidateProcess:
         except OSError:
             raise self.died(phase) from None
         try:
-            reply = self.recv(timeout, expect, phase)
+            reply = self.recv(timeout, expect, phase, msg["nonce"])
         finally:
             t_reply = time.perf_counter_ns()
             self.freeze()
             t1 = time.perf_counter_ns()
             self.freeze_ms = (t1 - t_reply) / 1e6       # (batch_diag; a late judge: sides.RETIME_MS)
             self.busy_ms = busy_ms(before, cpu_ns(self.pid)) if before else None
+        self.nothing_more(phase)
         return reply, (t1 - t0) / 1e6
+
+    def nothing_more(self, phase: str) -> None:
+        """Frozen, the process can add nothing to its channel: bytes there beyond the reply were written by
+        candidate code (a reply queued for the next request would end that request's witness at once)."""
+        if self.exit_status is None and select.select([self.chan.sock], [], [], 0)[0]:
+            try:
+                extra = self.chan.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            except OSError:
+                return
+            if extra:
+                raise CandidateFailed("integrity", "more on the judge's channel than the reply: candidate code "
+                                      "wrote to it", phase=phase)
 
     def call_sampled(self, msg: dict, timeout: float, phase: str, own_root: str) -> tuple[Reply, Sampler]:
         """call(), with this process sampling where the candidate's threads run meanwhile (judge/sampler.py);
         SamplingFailed if it cannot attach (nothing was sent then)."""
+        msg = dict(msg, nonce=secrets.randbits(62) + 1)
         self.thaw()
         deadline = time.perf_counter() + timeout
         try:
@@ -302,7 +335,8 @@ class CandidateProcess:
         if sampler.exit_status is not None:      # (reaped while attached)
             self.exit_status = sampler.exit_status
         try:
-            reply = self.recv(max(0.0, deadline - time.perf_counter()) + 1.0, "done", phase)
+            reply = self.recv(max(0.0, deadline - time.perf_counter()) + 1.0, "done", phase, msg["nonce"])
         finally:
             self.freeze()
+        self.nothing_more(phase)
         return reply, sampler

@@ -16,7 +16,7 @@ import torch
 
 from .. import backends, integrity, trace
 from .. import results as R
-from ..channel import read_process_memory
+from ..channel import from_message, read_process_memory
 from ..correctness import (CLASS_RANK, Flags, check_inputs_unchanged, clone, judge, level_fingerprint, maybe_flag,
                            precision_class, precision_flag, rel_l2, synchronize, tensors, tf32_off)
 from ..environment import Nvml, environment
@@ -71,8 +71,9 @@ class Session:
             self.verdict()
         except CandidateFailed as e:
             if e.reply is not None and e.reply.build:
-                r.build = BuildInfo(**e.reply.build)
+                r.build = from_message(BuildInfo, e.reply.build)
             r.status, r.message, r.phase = e.status, e.message, e.phase or "start"
+            r.flags = list(self.flags)      # what was seen before the failure stays on the record
             if e.status == "timeout":
                 r.message = f"killed after {self.cfg.timeouts.run_s:g} s (wall-clock limit) during {r.phase}"
             elif e.status in ("runtime-error", "cuda-error") and r.phase in ("correctness", "timing"):
@@ -129,7 +130,7 @@ class Session:
                "backends": list(self.job.get("backends", []))}
         reply, _ = cand.call(msg, self.call_timeout(), "load", expect="loaded")
         self.phase("load_s", t)
-        r.build = BuildInfo(**reply.build) if reply.build else BuildInfo()
+        r.build = from_message(BuildInfo, reply.build)
         r.env["sandbox"] = reply.sandbox
         self.weights = reply.weights
 

@@ -15,7 +15,7 @@ from .. import results as R
 from ..build import cache_dir, record_build, record_key, recorded_build
 from ..catalog import problem_digest
 from ..channel import Channel, ChannelClosed, Reply, from_message
-from ..judge.handle import ENV_ALLOW, PACKAGE_PARENT, CandidateProcess, describe_exit, log_tail
+from ..judge.handle import ENV_ALLOW, LOAD_FAILURES, PACKAGE_PARENT, CandidateProcess, describe_exit, log_tail
 from ..results import BuildInfo, Result
 from .. import trace
 from . import lifecycle, warm
@@ -182,8 +182,8 @@ def build(job: Job, cfg, device: str, env: dict, logs: Path, tag: str) -> Result
                         "problem_path": spec.problem_path, "dtype": cfg.dtype})   # (for a warm-up: triton)
         msg, _ = proc.chan.recv(cfg.timeouts.build_s)
         reply = from_message(Reply, msg)
-        result.build = BuildInfo(**reply.build) if reply.build else BuildInfo()
-        result.status = R.OK if reply.ok else (reply.status or R.IMPORT_ERROR)
+        result.build = from_message(BuildInfo, reply.build)     # (the build process may have run candidate code)
+        result.status = R.OK if reply.ok else reply.status if reply.status in LOAD_FAILURES else R.IMPORT_ERROR
         result.message = reply.message
         result.phase = "done"
     except TimeoutError:
