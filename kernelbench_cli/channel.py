@@ -79,10 +79,14 @@ class Channel:
             if self.limit is not None and size > self.limit:
                 raise ValueError(f"message of {size} bytes exceeds the {self.limit}-byte limit")
             msg = json.loads(self._read(size, fds))
-        except (ConnectionResetError, BrokenPipeError) as e:
-            raise ChannelClosed(str(e)) from None
-        if not isinstance(msg, dict):
-            raise ValueError("message is not a JSON object")
+            if not isinstance(msg, dict):
+                raise ValueError("message is not a JSON object")
+        except BaseException as e:
+            for fd in fds:          # (a peer's descriptors are never kept from a failed read)
+                os.close(fd)
+            if isinstance(e, (ConnectionResetError, BrokenPipeError)):
+                raise ChannelClosed(str(e)) from None
+            raise
         return msg, fds
 
     def close(self) -> None:

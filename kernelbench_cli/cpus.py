@@ -18,7 +18,9 @@ start (take_slot), because a process exec'd by a pinned thread would otherwise i
 core, and libgomp and torch size their pools from the mask they start with."""
 from __future__ import annotations
 
+import ctypes
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -126,9 +128,18 @@ def pin_pool(torch) -> list[tuple[int, int]]:
 
 
 def team_waker(torch):
-    """A pass over a buffer split across every thread of the team (at::parallel_for's grain is 32768), bound
-    now: the candidate process runs it before a batch's first timed call. The judge's reference calls each
-    follow an input fill that keeps its team awake; the candidate's first call followed a frozen wait, and
-    paid for waking its team (a halted vCPU) on its own clock."""
-    scratch = torch.empty(1 << 15 << max(1, torch.get_num_threads()).bit_length())
-    return scratch.fill_
+    """A parallel region of the team's own (libgomp's GOMP_parallel, each thread calling free(NULL)), bound now:
+    the candidate process runs it before each timed call. The judge's reference calls each follow an input fill
+    that keeps its team awake; the candidate's first call followed a frozen wait, and paid for waking its team
+    (a halted vCPU) on its own clock. Not a torch op: that goes through the dispatcher, where candidate code
+    can register a kernel of its own and work off its clock right before each call (session 34's red team:
+    `aten::fill_`, then a TorchDispatchMode). Without libgomp (a torch built on its native pool), a fill."""
+    gomp = next((line.split(maxsplit=5)[5].strip() for line in Path("/proc/self/maps").read_text().splitlines()
+                 if len(line.split(maxsplit=5)) == 6 and re.search(r"/libgomp[\w.-]*\.so", line)), None)
+    if gomp is None:
+        scratch = torch.empty(1 << 15 << max(1, torch.get_num_threads()).bit_length())
+        return lambda: scratch.fill_(0.0)
+    run = ctypes.CDLL(gomp).GOMP_parallel
+    run.argtypes, run.restype = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint], None
+    free = ctypes.cast(ctypes.CDLL(None).free, ctypes.c_void_p)
+    return lambda: run(free, None, 0, 0)

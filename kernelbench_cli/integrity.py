@@ -382,7 +382,7 @@ def check_custom_share(share: float | None, minimum: float, device: str, top: st
     hands to a library buys it at most half the library's speed."""
     if share is None or share < 0 or share >= minimum:
         return None
-    where = "GPU time in its own kernels" if device == "cuda" else "CPU time outside library (aten) calls"
+    where = "GPU time in its own kernels" if device == "cuda" else "its time in its own code alone (no library on any thread)"
     return flag("library-heavy", f"{share:.0%} of {where} (minimum {minimum:.0%}: custom_share in the config, "
                                  f"CUSTOM_SHARE in the problem); top: {top}")
 

@@ -62,6 +62,7 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "memfd_traversal": ("integrity", {"library-heavy"}),    # ... from a memfd named into the extension cache
     # session 34's red team: its own verdict written onto the judge's channel, after the flags were raised
     "forged_verdict": ("integrity", {"protocol", "no-custom-kernel"}),
+    "parallel_pad": ("integrity", {"library-heavy"}),      # ... and torch beside a spin of its own on the idle core
 }
 if perf_refused():     # the ptrace fallback: the candidate tells its sampled calls apart (docs/integrity.md)
     EXPECTED["tracer_aware"] = ("ok", set())
@@ -71,7 +72,8 @@ HARMLESS = ("set_threads", "gc_sabotage_reference", "forge_results", "env_secret
             "wake_spare",       # (signals to the judge's other children, stopped spares, are refused)
             "escaped_burner",   # (its build's detached helpers are killed with the build: a subreaper's sweep)
             "squeeze_siblings",     # (another process's affinity, priority and limits are refused)
-            "off_slot")     # (one slot: every core is its own; with two, test_off_slot_cores_are_seen)
+            "off_slot",     # (one slot: every core is its own; with two, test_off_slot_cores_are_seen)
+            "dispatch_between_calls")   # (no op of kbench's goes through the dispatcher between a batch's calls)
 HONEST_TWINS = ("naive_sum",    # honest fp32 with another summation order: no flag at all (issue 16)
                 "out_param")    # honest out= kernel: its result is an argument, and the ablation sees it
 SECRET = "kbench-test-secret-4f1c"      # env_secret.py answers wrong if it can read this anywhere

@@ -58,6 +58,16 @@ def test_an_inf_of_the_wrong_sign_fails_special(kbench):
     assert "wrong sign" in r["message"], r["message"]
 
 
+def test_a_nan_dropped_only_in_a_vector_loops_tail_fails_special(kbench):
+    """Session 34's red team: the tail runs only at sizes that are not a multiple of 4, where no special value was
+    planted, and random plants never reach it: the first and last elements, at the shapes class's sizes too."""
+    code, doc = kbench.json("check", "cpu/1", "--kernel", GEN / "kernels" / "cpu" / "1_Add_ReLU" / "tail_nan.py")
+    r = doc["results"][0]
+    assert r["status"] == "incorrect" and failed_classes(r) == {"special"}, (r["status"], r["message"])
+    assert "nan at prime below" in r["message"], r["message"]
+    assert r["correctness"]["variants"]["special"]["trials"] == 4, r["correctness"]["variants"]
+
+
 def test_the_policy_can_turn_a_class_into_a_warning_or_off(kbench):
     leaky = GEN / "kernels" / "gen" / "relu_rand" / "leaky_relu.py"
     code, doc = kbench.json("check", "gen/relu_rand", "--kernel", leaky, *PATHS, "--set", "generalise.values=warning",

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from kernelbench_cli.judge.sampler import Perf, Sampler, code_maps, perf_refused, place, process_cpu_ms, share
+from kernelbench_cli.judge.places import code_maps, place, share
+from kernelbench_cli.judge.sampler import Perf, Sampler, perf_refused, process_cpu_ms
 
 TORCH_LOOP = "import torch, sys; x = torch.randn(256, 256); print('up', flush=True)\nwhile True: (x @ x).relu_()"
 PYTHON_LOOP = "import sys; print('up', flush=True)\nwhile True: sum(range(1000))"
@@ -215,6 +216,44 @@ def test_code_mapped_while_sampled_is_library(tmp_path):
         proc.kill()
         proc.wait()
     lo, hi, path = next(m for m in code_maps(os.getpid()) if m[2] and place(m[2], str(tmp_path) + "/") == "glue")
-    assert share([lo] * 40, os.getpid(), str(tmp_path) + "/", [], 0, [(lo, hi)]) == \
-        (0.0, f"{os.path.basename(path)} (mapped during its calls) 100% (40 samples)")
-    assert share([lo] * 40, os.getpid(), str(tmp_path) + "/", [], 0, [])[0] is None      # glue, unmapped
+    samples = [(ms, lo) for ms in range(40)]
+    assert share(samples, os.getpid(), str(tmp_path) + "/", [], 0, [(lo, hi)]) == \
+        (0.0, f"{os.path.basename(path)} (mapped during its calls) 100% of 40 samples; its own code alone in 0 of 40 ms")
+    assert share(samples, os.getpid(), str(tmp_path) + "/", [], 0, [])[0] is None      # glue, unmapped
+
+
+SPIN_C = "void spin(double s) { volatile double a = 1; for (long i = 0; i < (long)(s * 4e8); ++i) a = a * 1.0000001; }"
+BESIDE_LOOP = """import ctypes, sys, threading, torch
+own = ctypes.CDLL(sys.argv[1])
+own.spin.argtypes = [ctypes.c_double]
+x = torch.randn(256, 256)
+def pad():
+    while True: own.spin(0.05)
+threading.Thread(target=pad, daemon=True).start()
+print('up', flush=True)
+while sys.argv[2] == 'beside': (x @ x).relu_()
+threading.Event().wait()"""
+
+
+@pytest.mark.parametrize("how", ["perf", "ptrace"])
+def test_its_own_code_beside_torchs_on_another_core_is_not_custom_work(tmp_path, how):
+    """Session 34's red team (`parallel_pad`): torch's work on one thread, a spin of its own code on the otherwise
+    idle core: counted in CPU time, own code half the time (63% with a longer spin) at no cost in wall time. The
+    share is of wall time: a ms in which any thread ran library code is library. The spin alone is its own."""
+    if how == "perf" and perf_refused():
+        pytest.skip(f"the kernel refuses perf events here ({perf_refused()}); the judge uses ptrace")
+    cache = tmp_path / "cache" / "ext-pad"
+    cache.mkdir(parents=True)
+    (tmp_path / "spin.c").write_text(SPIN_C)
+    subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-o", str(cache / "pad.so"), str(tmp_path / "spin.c")], check=True)
+    for mode, low, high in (("beside", 0.0, 0.25), ("alone", 0.9, 1.0)):
+        proc = subprocess.Popen([sys.executable, "-c", BESIDE_LOOP, str(cache / "pad.so"), mode],
+                                stdout=subprocess.PIPE, env=dict(os.environ, OMP_NUM_THREADS="1"))
+        assert proc.stdout.readline().strip() == b"up"
+        try:
+            got = _perf(proc.pid, tmp_path / "cache", 0.6).result if how == "perf" else \
+                _sample(proc.pid, tmp_path / "cache", 0.6).share()
+        finally:
+            proc.kill()
+            proc.wait()
+        assert got[0] is not None and low <= got[0] <= high and "pad.so" in got[1], (mode, got)

@@ -285,7 +285,7 @@ class Server:
                         flushes.append((f0, start if f1 is None else f1))
                 else:
                     if self.wake is not None:
-                        self.wake(0.0)        # (cpus.team_waker)
+                        self.wake()        # (cpus.team_waker)
                     c0 = (time.thread_time_ns(), time.process_time_ns()) if pinged else None
                     t0 = perf_counter_ns()
                     out = model(*inputs)

@@ -3,7 +3,8 @@ get_inputs() never draws (issue 17). Derived from the reference, once per proble
 
 - values: the plain inputs' shapes and dtype with other values: signed normal, heavy-tailed (log-normal
   magnitudes up to ~1e3), tiny (~1e-3), and small integers and exact halves (ties for rounding, exact zeros);
-- special: NaN, then +Inf and -Inf, planted at a few random positions of every floating input;
+- special: NaN, then +Inf and -Inf, planted at a few random positions and the first and last ones of every
+  floating input; at the problem's sizes and at the first of the shapes class's (below: tails);
 - edge: the problem's own get_edge_inputs(), if it defines it (e.g. the exact half-integer ties of the
   layout-mix problem);
 - layout: fresh inputs of the problem's own distribution, each floating input handed over as a
@@ -43,7 +44,7 @@ import math
 import torch
 
 from ..correctness import (CLASS_RANK, clone, compare, judge, oracle_outputs, precision_class,
-                           reduced_precision_errors, rel_l2, synchronize, tensors, to_device)
+                           reduced_precision_errors, rel_l2, synchronize, tensors, tf32_off, to_device)
 from .. import trace
 from ..layouts import layout_specs, layout_variant, write_view
 from ..results import Flag
@@ -90,18 +91,23 @@ def _values(x: torch.Tensor, kind: str, g: torch.Generator) -> torch.Tensor:
 
 
 def _plant(x: torch.Tensor, values: list[float], g: torch.Generator) -> torch.Tensor:
+    """A few random positions per value, and the first and last ones (value i at i and n-1-i): a vector loop's
+    scalar head and tail, which random positions in millions of elements almost never reach (session 34)."""
     y = x.clone()
     flat = y.view(-1)
-    k = max(1, min(8, flat.numel() // 1000))
-    for v in values:
-        idx = torch.randint(0, flat.numel(), (k,), device=x.device, generator=g)
+    n = flat.numel()
+    k = max(1, min(8, n // 1000))
+    for i, v in enumerate(values):
+        idx = torch.randint(0, n, (k,), device=x.device, generator=g)
         flat[idx] = v
+        flat[[min(i, n - 1), max(n - 1 - i, 0)]] = v
     return y
 
 
-def _dependence(ref, base: list, base_out, planted: list, g: torch.Generator):
-    """(base output, masks): per output tensor, where it depends on the planted positions of `planted`
-    (its non-finite entries), learnt by running the reference with other finite values there."""
+def _dependence(ref, base: list, base_out, planted: list, g: torch.Generator, model=None):
+    """(base output, masks, base inputs): per output tensor, where it depends on the planted positions of
+    `planted` (its non-finite entries), learnt by running the reference (`model`: a shapes variant's) with
+    other finite values there."""
     other = []
     for b, p in zip(base, planted):
         if isinstance(p, torch.Tensor) and p.is_floating_point():
@@ -111,13 +117,26 @@ def _dependence(ref, base: list, base_out, planted: list, g: torch.Generator):
             other.append(q)
         else:
             other.append(p)
-    out2 = ref.run(other)
+    out2 = ref.run(other) if model is None else _run(model, other, ref.device)
     # depends = differs by more than the comparison's tolerance: an FFT or Winograd convolution spreads a
     # rounding-sized change over the whole image, which is not the output depending on the planted values
     tol = ref.tolerance
     masks = [~((a.double() - b.double()).abs() <= tol + tol * torch.maximum(a.abs(), b.abs()).double())
              for a, b in zip(tensors(base_out), tensors(out2))]
-    return base_out, masks
+    return base_out, masks, base
+
+
+def _run(model, inputs: list, device: str):
+    with torch.no_grad(), tf32_off():
+        out = model(*clone(inputs))
+    synchronize(device)
+    return out
+
+
+def _specials(base: list, g: torch.Generator) -> list:
+    """(name, inputs) of the special class: NaN, then +Inf and -Inf, planted in every floating input."""
+    return [("nan", _replace(base, lambda x: _plant(x, [float("nan")], g))),
+            ("inf", _replace(base, lambda x: _plant(x, [float("inf"), float("-inf")], g)))]
 
 
 def _replace(inputs: list, fn) -> list:
@@ -146,8 +165,7 @@ def make_variants(ref, seed: int) -> list[Variant]:
         for kind in ("signed", "heavy", "tiny", "halves"):
             made.append(("values", kind, _replace(base, lambda x, k=kind: _values(x, k, g))))
     if "special" in wanted:
-        made.append(("special", "nan", _replace(base, lambda x: _plant(x, [float("nan")], g))))
-        made.append(("special", "inf", _replace(base, lambda x: _plant(x, [float("inf"), float("-inf")], g))))
+        made.extend(("special", name, inputs) for name, inputs in _specials(base, g))
     base_out = ref.trials()[0].ref_out
     if "layout" in wanted:
         fresh = ref.inputs(seed ^ 0x1A70)
@@ -168,11 +186,18 @@ def make_variants(ref, seed: int) -> list[Variant]:
             continue
         variants.append(v)
     if "shapes" in wanted:
-        for name, inputs, out, model, init in shape_variants(ref, seed ^ 0x5A9E):
-            v = Variant("shapes", name, inputs, out)
-            v.model, v.init_args = model, init
-            v.slot = len([u for u in variants if u.cls == "shapes"])
-            variants.append(v)
+        for slot, (name, inputs, out, model, init) in enumerate(shape_variants(ref, seed ^ 0x5A9E)):
+            group = [Variant("shapes", name, inputs, out)]
+            # the special values at these sizes too: their tails (no tail at the problem's power-of-two sizes)
+            for kind, planted in _specials(inputs, g) if "special" in wanted and slot == 0 else ():
+                try:
+                    group.append(Variant("special", f"{kind} at {name}", planted, _run(model, planted, ref.device)))
+                    group[-1].finite = _dependence(ref, inputs, out, planted, g, model)
+                except Exception:        # the reference rejects it: not a variant of this problem
+                    group = group[:1]
+            for v in group:
+                v.model, v.init_args, v.slot = model, init, slot
+            variants.extend(group)
     return variants
 
 
@@ -195,11 +220,11 @@ def policy_flags(failed: dict[str, str], cfg) -> list[Flag]:
 def _send(s, v: Variant, op: str):
     """Variant v's inputs into lane 0 (a layout variant's laid out as its views: the candidate builds the same
     views over its slots), then one call (op "call", or "ablate": compiled results replaced by noise)."""
-    ins = s.shape_lanes[v.slot][0] if v.cls == "shapes" else s.in_slots
+    ins = s.shape_lanes[v.slot][0] if v.model is not None else s.in_slots
     for slot, x, view in zip(ins.tensors, tensors(v.inputs), v.views or [None] * len(ins.tensors)):
         write_view(slot, x, view)
     synchronize(s.device)
-    msg = {"op": op, "views": v.views} | ({"shape": v.slot} if v.cls == "shapes" else {})
+    msg = {"op": op, "views": v.views} | ({"shape": v.slot} if v.model is not None else {})
     try:
         reply, _ = s.cand.call(msg, s.call_timeout(), "generalisation")
     except CandidateFailed as e:
@@ -215,7 +240,7 @@ def _verdict(s, v: Variant, reply, ablated: bool = False) -> tuple[str | None, b
     ablated answer far off the reference in norm is wrong without the oracle (only "still right?" matters)."""
     if isinstance(reply, str):
         return reply, False
-    out = s.fetch(reply, out_slots=s.shape_lanes[v.slot][1] if v.cls == "shapes" else None)
+    out = s.fetch(reply, out_slots=s.shape_lanes[v.slot][1] if v.model is not None else None)
     if isinstance(out, str):
         return out, False
     out = out[0] if isinstance(v.ref_out, torch.Tensor) else out
@@ -254,7 +279,7 @@ def _normwise_reason(s, v: Variant, out, reason: str) -> str | None:
 
 def _special_reason(s, v: Variant, out) -> str | None:
     """NaN/Inf matched where the output depends on the planted values; elsewhere finite and close (above)."""
-    base_out, masks = v.finite
+    base_out, masks, base = v.finite
     targets, cands = [], []
     for i, (r, c, b, dep) in enumerate(zip(tensors(v.ref_out), tensors(out), tensors(base_out), masks)):
         if not r.is_floating_point() or c.shape != r.shape:
@@ -278,7 +303,9 @@ def _special_reason(s, v: Variant, out) -> str | None:
     stats = compare(targets, cands, tol, tol)
     if stats["reason"] is None:
         return None
-    oracle, base_oracle = oracle_outputs(s.ref.model, v.inputs, v.ref_out), s.ref.trials()[0].oracle
+    model = v.model or s.ref.model
+    oracle = oracle_outputs(model, v.inputs, v.ref_out)
+    base_oracle = s.ref.trials()[0].oracle if v.model is None else oracle_outputs(model, base, base_out)
     if oracle is None or base_oracle is None:
         return stats["reason"]
     both = [torch.where(torch.isfinite(o), o, b) for o, b in zip(tensors(oracle), tensors(base_oracle))]
@@ -295,16 +322,20 @@ def run(s) -> None:
     c, ref = s.result.correctness, s.ref
     summary: dict[str, dict] = {}
     first: dict[str, Variant] = {}
+    sized: dict[int, bool] = {}        # shapes slot -> the candidate right at those sizes
     for v in ref.variants():
         entry = summary.setdefault(v.cls, {"trials": 0, "passed": 0, "skipped": 0, "detail": ""} |
                                    ({"normwise": 0} if v.cls == "values" else {}))
-        if v.cls != "shapes" and not same_layout(v.inputs, s.in_slots.tensors):
-            entry["skipped"] += 1       # (the problem's inputs vary in shape from call to call)
-            continue
+        if v.model is None and not same_layout(v.inputs, s.in_slots.tensors) or \
+                v.model is not None and v.cls != "shapes" and not sized.get(v.slot):
+            entry["skipped"] += 1       # (inputs that vary in shape; special values at sizes it is wrong at
+            continue                    # already, which the shapes policy judges)
         entry["trials"] += 1
         reason, by_norm = _verdict(s, v, _send(s, v, "call"))
         if by_norm:
             entry["normwise"] += 1
+        if v.cls == "shapes":
+            sized[v.slot] = reason is None
         if reason is None:
             entry["passed"] += 1
             first.setdefault(v.cls, v)

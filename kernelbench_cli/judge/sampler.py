@@ -15,14 +15,7 @@ writes; nothing in the candidate's reach changes what a sample says.
   the candidate repeats its forward in a call of its own. A candidate can tell such calls apart (TracerPid in
   /proc/self/status): docs/integrity.md, known gaps.
 
-Each sample is one thread found running. Its place is counted as
-- own: a library under the extension cache (what kbench compiled from the candidate's sources);
-- glue (counted nowhere): the interpreter and its standard library's C modules, the C and C++ runtimes, OpenMP's
-  runtime (its waiting threads spin there), and torch's binding and allocator layers (libtorch_python, libc10):
-  what any call through torch pays, and kbench's own messages in the candidate process;
-- library: everything else, torch's operators (libtorch_cpu) and the math libraries first, code in memory no
-  file backs, and a file's code pages written at run time (library code copied into the candidate's own pages).
-The share is own / (own + library).
+Where each sample lies, and the share it gives: judge/places.py.
 """
 from __future__ import annotations
 
@@ -31,11 +24,12 @@ import fcntl
 import mmap
 import os
 import platform
-import re
 import select
 import struct
 import time
 from collections import Counter
+
+from .places import root_of, share
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.ptrace.restype = ctypes.c_long
@@ -46,13 +40,6 @@ PTRACE_EVENT_STOP, NT_PRSTATUS, WALL = 128, 1, 0x40000000
 PC_INDEX = {"x86_64": 16, "aarch64": 32}.get(platform.machine())
 
 PERIOD_S = 0.001
-MIN_SAMPLES = 30        # own + library: fewer say nothing
-GLUE = re.compile(r"(^|/)(python[\d.]*|libpython[\d.]*\.so.*|ld-linux[^/]*|ld-musl[^/]*|lib(c|m|dl|rt|pthread|util)"
-                  r"(-[\d.]+)?\.so[\d.]*|libstdc\+\+\.so[\d.]*|libgcc_s\.so[\d.]*|lib[gi]omp[\w.-]*\.so[\d.]*"
-                  r"|libc10\.so|libtorch_python\.so|libshm\.so|\[vdso\]|\[vsyscall\])$"
-                  r"|/lib-dynload/[^/]+\.so$")     # (the standard library's C modules: the candidate process's messages)
-
-
 class _IOVec(ctypes.Structure):
     _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
 
@@ -67,31 +54,16 @@ def _ptrace(request: int, tid: int, addr=None, data=None) -> None:
         raise OSError(err, os.strerror(err))
 
 
-def place(path: str, own_root: str) -> str:
-    """own | glue | library for the file mapped at a sampled program counter ("" for anonymous memory). The
-    name is the kernel's, taken as it is: a memfd's is the candidate's choice ("/memfd:x/../<cache>/..."; red
-    team, session 24), and a deleted file's is no file's."""
-    if not path.startswith("/") or path.startswith("/memfd:") or path.endswith(" (deleted)") or "/../" in path:
-        return "glue" if path in ("[vdso]", "[vsyscall]") else "library"
-    if path.startswith(own_root):
-        return "own" if path.endswith(".so") else "library"     # (not an object file or ninja's: main.o)
-    return "glue" if GLUE.search(path) else "library"
-
-
-def _root(own_root: str) -> str:
-    """The extension cache as the kernel names its files: resolved, with a trailing separator."""
-    return os.path.join(os.path.realpath(own_root), "")
-
-
 class Sampler:
     """ptrace attachment to every thread of `pid` (a child of this process); use as a context manager."""
 
     def __init__(self, pid: int, own_root: str, before: list = ()):
         if PC_INDEX is None:
             raise SamplingFailed(f"no program counter known for {platform.machine()}")
-        self.pid, self.own_root, self.before = pid, _root(own_root), list(before)
+        self.pid, self.own_root, self.before = pid, root_of(own_root), list(before)
         self.tids: set[int] = set()
-        self.pcs: list[int] = []
+        self.pcs: list[tuple[int, int]] = []      # (tick, program counter)
+        self.ticks = 0
         self.exit_status: int | None = None     # the process's, if it ended while attached (reaped here)
         self._regs = (ctypes.c_uint64 * 68)()
         self._iov = _IOVec(ctypes.cast(self._regs, ctypes.c_void_p), ctypes.sizeof(self._regs))
@@ -159,13 +131,14 @@ class Sampler:
 
     def tick(self) -> None:
         """One sample of every thread found running."""
+        self.ticks += 1
         self._seize_new()
         for tid in [t for t in self.tids if self._running(t)]:
             if not self._stop(tid):
                 continue
             try:
                 _ptrace(PTRACE_GETREGSET, tid, ctypes.c_void_p(NT_PRSTATUS), ctypes.byref(self._iov))
-                self.pcs.append(self._regs[PC_INDEX])
+                self.pcs.append((self.ticks, self._regs[PC_INDEX]))
             except OSError:
                 pass
             try:
@@ -191,41 +164,6 @@ class Sampler:
 
     def share(self) -> tuple[float | None, str]:
         return share(self.pcs, self.pid, self.own_root, self.before)
-
-
-def share(pcs: list[int], pid: int, own_root: str, before: list, unsampled: int = 0,
-          mapped: list = ()) -> tuple[float | None, str]:
-    """(own / (own + library), the largest places), or (None, why), for program counters sampled in `pid`,
-    one per ms of CPU time, and `unsampled` ms of CPU time in threads no event sampled (library).
-
-    Code mapped before the candidate's import (`before`, code_maps at the ready) must still be that file's,
-    unwritten: the candidate's own file mapped over torch's pages, holding torch's bytes at torch's addresses,
-    ran as its own, and numpy's add loop copied over an unused function of libtorch_python ran as glue (red
-    team, session 24); any other mapping there, or written pages anywhere, count as library. A file of its own
-    mapped executable more than once is not what the loader made of it, and counts as library too. So does
-    code at addresses mapped while it was sampled (`mapped`): the places are read once, at the end, and a
-    candidate mapped numpy's code there for each call and a file of its own cache over it before returning
-    (red team, session 24)."""
-    maps = _maps(pid)
-    times = Counter(p for _, _, p, _ in maps if place(p, own_root) == "own")
-    kinds, per = Counter(library=unsampled), Counter({"[threads started since]": unsampled} if unsampled else {})
-    for pc in pcs:
-        path, written = next(((p, w) for lo, hi, p, w in maps if lo <= pc < hi), ("", False))
-        old = next((p for lo, hi, p in before if lo <= pc < hi), None)
-        kind = place(path, own_root)
-        why = " (code written at run time)" if written else \
-            " (mapped during its calls)" if any(lo <= pc < hi for lo, hi in mapped) else \
-            f" (mapped over {os.path.basename(old) or 'code'})" if old is not None and old != path else \
-            " (mapped again)" if kind == "own" and times[path] > 1 else ""
-        kind = "library" if why else kind
-        kinds[kind] += 1
-        if kind != "glue":
-            per[(os.path.basename(path) or "[anonymous]") + why] += 1
-    counted = kinds["own"] + kinds["library"]
-    if counted < MIN_SAMPLES:
-        return None, f"{counted} samples in compiled code (of {len(pcs)}): too few to attribute"
-    top = ", ".join(f"{name} {n / counted:.0%}" for name, n in per.most_common(3))
-    return kinds["own"] / counted, f"{top} ({counted} samples)"
 
 
 class _PerfAttr(ctypes.Structure):       # struct perf_event_attr, its first 128 bytes (PERF_ATTR_SIZE_VER7)
@@ -263,15 +201,15 @@ class Perf:
     def __init__(self, pid: int, own_root: str, before: list = ()):
         if PERF_OPEN is None or PC_INDEX is None:
             raise SamplingFailed(f"no perf events known for {platform.machine()}")
-        self.pid, self.own_root, self.before = pid, _root(own_root), list(before)
+        self.pid, self.own_root, self.before = pid, root_of(own_root), list(before)
         self.events: list[tuple[int, mmap.mmap]] = []
-        self.samples, self.lost = [], 0              # program counters; samples the kernel could not write
+        self.samples, self.lost = [], 0      # (ms taken in, program counter); samples the kernel could not write
         self.mapped: list[tuple[int, int]] = []     # code mapped while sampled (PERF_RECORD_MMAP)
         self.cpu0, self.counted0 = 0.0, 0.0
         self.cpus: Counter = Counter()               # samples per CPU they were taken on
         attr = _PerfAttr(type=1, size=ctypes.sizeof(_PerfAttr), config=1, sample_period=1_000_000,
-                         sample_type=1 | 2 | 0x80, flags=1 | 32 | 64 | 256)
-        # (TASK_CLOCK; IP | TID | CPU; disabled, user mode only, a record of each executable mapping a thread makes)
+                         sample_type=1 | 2 | 4 | 0x80, flags=1 | 32 | 64 | 256)
+        # (TASK_CLOCK; IP | TID | TIME | CPU; disabled, user mode only, a record of each executable mapping made)
         try:
             tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
         except OSError as e:
@@ -320,9 +258,10 @@ class Perf:
                 kind, _, size = struct.unpack("IHH", _ring_bytes(ring, tail, 8, room))
                 if size < 8:
                     break
-                if kind == PERF_RECORD_SAMPLE and size >= 32:      # ip, pid and tid, cpu and a reserved word
-                    self.samples.append(struct.unpack("Q", _ring_bytes(ring, tail + 8, 8, room))[0])
-                    self.cpus[struct.unpack("I", _ring_bytes(ring, tail + 24, 4, room))[0]] += 1
+                if kind == PERF_RECORD_SAMPLE and size >= 40:      # ip, pid and tid, time, cpu and a reserved word
+                    pc, _, ns, cpu = struct.unpack("QQQI", _ring_bytes(ring, tail + 8, 28, room))
+                    self.samples.append((ns // 1_000_000, pc))
+                    self.cpus[cpu] += 1
                 elif kind == PERF_RECORD_MMAP and size >= 40:        # pid, tid, addr, len, pgoff, name
                     addr, length = struct.unpack("QQ", _ring_bytes(ring, tail + 16, 16, room))
                     self.mapped.append((addr, addr + length))
@@ -331,7 +270,7 @@ class Perf:
                 tail += size
             struct.pack_into("Q", ring, 1032, tail)
 
-    def pcs(self) -> list[int]:
+    def pcs(self) -> list[tuple[int, int]]:
         self.drain()
         return self.samples
 
@@ -344,21 +283,6 @@ class Perf:
             ring.close()
             os.close(fd)
         self.events = []
-
-
-def code_maps(pid: int) -> list[tuple[int, int, str]]:
-    """The executable mappings of `pid` as /proc/<pid>/maps lists them (cheaper than smaps): (start, end, name)."""
-    out = []
-    try:
-        with open(f"/proc/{pid}/maps") as f:
-            for line in f:
-                parts = line.split(maxsplit=5)
-                if len(parts) >= 2 and "x" in parts[1]:
-                    lo, hi = (int(v, 16) for v in parts[0].split("-"))
-                    out.append((lo, hi, parts[5].rstrip("\n") if len(parts) > 5 else ""))
-    except (OSError, ValueError):
-        pass
-    return out
 
 
 def process_cpu_ms(pid: int) -> float:
@@ -376,25 +300,3 @@ def _ring_bytes(ring: mmap.mmap, pos: int, n: int, room: int) -> bytes:
     at = pos % room
     first = ring[mmap.PAGESIZE + at:mmap.PAGESIZE + min(room, at + n)]
     return first + ring[mmap.PAGESIZE:mmap.PAGESIZE + n - len(first)]
-
-
-def _maps(pid: int) -> list[tuple[int, int, str, bool]]:
-    """The executable mappings of `pid`: (start, end, file, written). A file's code written to at run time (its
-    pages made writable and changed: they are anonymous copies now) is not the file's any more: code copied
-    out of a library into the candidate's own library's pages would otherwise count as its own."""
-    out: list = []
-    try:
-        with open(f"/proc/{pid}/smaps") as f:
-            for line in f:
-                head = line.split(maxsplit=5)
-                if len(head) >= 5 and "-" in head[0] and not head[0].endswith(":"):
-                    if len(head[1]) == 4 and "x" in head[1]:
-                        lo, hi = (int(v, 16) for v in head[0].split("-"))
-                        out.append([lo, hi, head[5].rstrip("\n") if len(head) > 5 else "", False])
-                    else:
-                        out.append(None)
-                elif head and head[0] == "Anonymous:" and out and out[-1] is not None and out[-1][2]:
-                    out[-1][3] = int(head[1]) > 0
-    except (OSError, ValueError):
-        pass
-    return [tuple(m) for m in out if m is not None]
