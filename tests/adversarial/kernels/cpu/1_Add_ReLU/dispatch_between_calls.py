@@ -3,16 +3,15 @@ torch op (`scratch.fill_`), off the candidate's clock and through the dispatcher
 register a kernel of its own for the op (`TORCH_LIBRARY_IMPL(aten, CPU)`, or a TorchDispatchMode entered at
 import): the red team computed the head of the next call's rows there, its inputs already in place, 1.3-1.6x
 the honest speedup when the hand-over's pings were noisy. The team is now woken through libgomp's own entry,
-bound before the import (cpus.team_waker). This candidate registers both hooks and answers wrong once any op
-reaches them between two calls of one batch (a layout trial's views are made before its one call; inside its
-forward the ops are its own), so it must end as harmless as `honest`."""
+bound before the import (cpus.team_waker), so no op of kbench's is dispatched between a batch's calls. This
+candidate registers a CPU kernel for fill_ and answers wrong once it runs between two calls of one batch (inside
+its forward the ops are its own), so it must end as harmless as `honest`. (A TorchDispatchMode left entered met
+torch internals that want a temporary directory, which the sandbox refuses, and so raised inside the forward.)"""
 import runpy
 import sys
 from pathlib import Path
 
-import torch
 import torch.nn as nn
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.cpp_extension import load_inline
 
 BACKEND = "cpu"   # read statically by the catalog: the extension is loaded through runpy
@@ -40,17 +39,6 @@ hook = load_inline(name="adv_dispatch_between_calls", cpp_sources=[CPP], functio
                    extra_cflags=["-O2"])
 
 
-class Between(TorchDispatchMode):
-    inside, seen = False, 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        Between.seen += 0 if Between.inside else 1
-        return func(*args, **(kwargs or {}))
-
-
-Between().__enter__()        # never left: every dispatched op of this process's main thread meets it
-
-
 def _request():
     """The request being served (kbench's `msg`, up the call stack): the calls of one batch share it."""
     frame = getattr(sys, "_get" + "frame")(2)      # (obfuscated: the static rule is not what this tests)
@@ -64,16 +52,13 @@ class ModelNew(nn.Module):
 
     def forward(self, x, y):
         hook.enter(True)
-        Between.inside = True
         try:
             request = _request()
-            if request is not None and request is ModelNew.last and (hook.seen() or Between.seen):
+            if request is not None and request is ModelNew.last and hook.seen():
                 ModelNew.wrong = True         # kbench ran an op through the dispatcher between two calls of a batch
             out = ops.add_relu(x, y)
             return out + 1 if ModelNew.wrong else out
         finally:
             ModelNew.last = request
             hook.reset()
-            Between.seen = 0
             hook.enter(False)
-            Between.inside = False
