@@ -29,7 +29,8 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "output_reuse": ("integrity", {"output-reused"}),
     "token_call": ("integrity", {"no-custom-kernel"}),      # by the ablation: the call count is satisfied
     "seed_replay": ("incorrect", set()),
-    "sibling_seeds": ("incorrect", set()),     # finds its problem's seeds withheld in the run's records
+    "sibling_seeds": ("integrity", {"generalisation", "library-heavy"}),    # finds its seeds withheld in the
+    # run's records; and its crc32 of every input is zlib's work, serial: library-heavy in wall time (session 34)
     "shape_cache": ("incorrect", set()),
     "stale_by_one": ("incorrect", set()),
     "fork_worker": ("runtime-error", set()),
@@ -62,7 +63,6 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "memfd_traversal": ("integrity", {"library-heavy"}),    # ... from a memfd named into the extension cache
     # session 34's red team: its own verdict written onto the judge's channel, after the flags were raised
     "forged_verdict": ("integrity", {"protocol", "no-custom-kernel"}),
-    "parallel_pad": ("integrity", {"library-heavy"}),      # ... and torch beside a spin of its own on the idle core
 }
 if perf_refused():     # the ptrace fallback: the candidate tells its sampled calls apart (docs/integrity.md)
     EXPECTED["tracer_aware"] = ("ok", set())
@@ -115,6 +115,12 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
     # is priced at what the witness allows (2.4 ms calls in batches of two at ~1.0 ms on the 2-core box: the
     # slack is large there), where unpriced it claimed a tenth. The speedup over two rounds is too noisy to
     # tell those apart; the round is not
+    # torch beside a spin of its own on the idle core (session 34): library-heavy in wall time; where the host is
+    # too loaded for the spin to run beside torch (another job on the 2 cores) it runs after it, and pays: the
+    # share's bound, a token kernel as long as the library work it hides, slower than eager (torch)
+    pad = got["parallel_pad"]
+    assert pad["status"] == "integrity" and "library-heavy" in {f["name"] for f in pad["flags"]} or \
+        pad["status"] == "ok" and pad["timing"]["speedup"] < 1.0, (pad["status"], pad["flags"], pad["custom_share_top"])
     first = got["lie_then_honest"]
     assert first["status"] == "integrity" and "timer-tampered" in {f["name"] for f in first["flags"]} or \
         first["status"] == "ok" and min(first["timing"]["cand_rounds_ms"]) > 0.3 * min(got["honest"]["timing"]["cand_rounds_ms"]), \
@@ -146,7 +152,7 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
         assert "cached-result" in {f["name"] for f in cache["flags"]}
     assert set(got) == set(EXPECTED) | {"pointer_cache", "pool_prefix", "median_lie", "lie_then_honest", "identity_after_torch",
                                         "honest", "exit_on_noise", "variant_fallback",
-                                        "clock_hook_slight"} | set(HARMLESS) | set(HONEST_TWINS)
+                                        "clock_hook_slight", "parallel_pad"} | set(HARMLESS) | set(HONEST_TWINS)
     for name in HONEST_TWINS:
         assert got[name]["status"] == "ok" and got[name]["flags"] == [], (name, got[name]["message"])
         assert got[name]["correctness"]["precision_class"] == "fp32"
