@@ -3,8 +3,8 @@ get_inputs() never draws (issue 17). Derived from the reference, once per proble
 
 - values: the plain inputs' shapes and dtype with other values: signed normal, heavy-tailed (log-normal
   magnitudes up to ~1e3), tiny (~1e-3), and small integers and exact halves (ties for rounding, exact zeros);
-- special: NaN, then +Inf and -Inf, planted at a few random positions and the first and last ones of every
-  floating input; at the problem's sizes and at the first of the shapes class's (below: tails);
+- special: NaN, then +Inf and -Inf, planted at a few random positions and the first and last EDGE ones of every
+  floating input; at the problem's sizes and at the shapes class's (below: tails), where it passed that class;
 - edge: the problem's own get_edge_inputs(), if it defines it (e.g. the exact half-integer ties of the
   layout-mix problem);
 - layout: fresh inputs of the problem's own distribution, each floating input handed over as a
@@ -90,17 +90,21 @@ def _values(x: torch.Tensor, kind: str, g: torch.Generator) -> torch.Tensor:
     return v.to(x.dtype)
 
 
+EDGE = 64      # elements planted at each end of an input: a vector loop's head and tail steps (blocks up to 64)
+
+
 def _plant(x: torch.Tensor, values: list[float], g: torch.Generator) -> torch.Tensor:
-    """A few random positions per value, and the first and last ones (value i at i and n-1-i): a vector loop's
-    scalar head and tail, which random positions in millions of elements almost never reach (session 34)."""
+    """A few random positions, and every one of the first and last EDGE elements (the values in turn): a vector
+    loop's head and tail steps, which random positions in millions of elements almost never reach (session 34's
+    red team: a NaN dropped by the scalar tail; then by one SSE step two to five elements before the end)."""
     y = x.clone()
     flat = y.view(-1)
     n = flat.numel()
-    k = max(1, min(8, n // 1000))
+    k, edge = max(1, min(8, n // 1000)), min(EDGE, n // 8)
+    ends = torch.cat([torch.arange(0, edge), torch.arange(n - edge, n)]).to(x.device)
     for i, v in enumerate(values):
-        idx = torch.randint(0, n, (k,), device=x.device, generator=g)
-        flat[idx] = v
-        flat[[min(i, n - 1), max(n - 1 - i, 0)]] = v
+        flat[torch.randint(0, n, (k,), device=x.device, generator=g)] = v
+        flat[ends[i::len(values)]] = v
     return y
 
 
@@ -187,9 +191,8 @@ def make_variants(ref, seed: int) -> list[Variant]:
         variants.append(v)
     if "shapes" in wanted:
         for slot, (name, inputs, out, model, init) in enumerate(shape_variants(ref, seed ^ 0x5A9E)):
-            group = [Variant("shapes", name, inputs, out)]
-            # the special values at these sizes too: their tails (no tail at the problem's power-of-two sizes)
-            for kind, planted in _specials(inputs, g) if "special" in wanted and slot == 0 else ():
+            group = [Variant("shapes", name, inputs, out)]      # with the special values at its sizes: tails
+            for kind, planted in _specials(inputs, g) if "special" in wanted else ():
                 try:
                     group.append(Variant("special", f"{kind} at {name}", planted, _run(model, planted, ref.device)))
                     group[-1].finite = _dependence(ref, inputs, out, planted, g, model)
