@@ -29,8 +29,6 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "output_reuse": ("integrity", {"output-reused"}),
     "token_call": ("integrity", {"no-custom-kernel"}),      # by the ablation: the call count is satisfied
     "seed_replay": ("incorrect", set()),
-    "sibling_seeds": ("integrity", {"generalisation", "library-heavy"}),    # finds its seeds withheld in the
-    # run's records; and its crc32 of every input is zlib's work, serial: library-heavy in wall time (session 34)
     "shape_cache": ("incorrect", set()),
     "stale_by_one": ("incorrect", set()),
     "fork_worker": ("runtime-error", set()),
@@ -115,6 +113,12 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
     # is priced at what the witness allows (2.4 ms calls in batches of two at ~1.0 ms on the 2-core box: the
     # slack is large there), where unpriced it claimed a tenth. The speedup over two rounds is too noisy to
     # tell those apart; the round is not
+    # finds its seeds withheld in the run's records: wrong on NaN; its crc32 of every input (its table's key) is zlib's
+    # work, serial: library-heavy in wall time where the box is loaded (session 34), not on the idle 2-core box
+    sib = got["sibling_seeds"]
+    sib_flags = {f["name"] for f in sib["flags"]}
+    assert "generalisation" in sib_flags and sib["status"] == ("integrity" if "library-heavy" in sib_flags else
+                                                             "incorrect"), (sib["status"], sorted(sib_flags))
     # torch beside a spin of its own on the idle core (session 34): library-heavy in wall time; where the host is
     # too loaded for the spin to run beside torch (another job on the 2 cores) it runs after it, and pays: the
     # share's bound, a token kernel as long as the library work it hides, slower than eager (torch)
@@ -152,7 +156,8 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
         assert "cached-result" in {f["name"] for f in cache["flags"]}
     assert set(got) == set(EXPECTED) | {"pointer_cache", "pool_prefix", "median_lie", "lie_then_honest", "identity_after_torch",
                                         "honest", "exit_on_noise", "variant_fallback",
-                                        "clock_hook_slight", "parallel_pad"} | set(HARMLESS) | set(HONEST_TWINS)
+                                        "clock_hook_slight", "parallel_pad", "sibling_seeds"} | set(HARMLESS) | \
+        set(HONEST_TWINS)
     for name in HONEST_TWINS:
         assert got[name]["status"] == "ok" and got[name]["flags"] == [], (name, got[name]["message"])
         assert got[name]["correctness"]["precision_class"] == "fp32"
