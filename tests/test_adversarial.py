@@ -121,10 +121,15 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
                                                              "incorrect"), (sib["status"], sorted(sib_flags))
     # torch beside a spin of its own on the idle core (session 34): library-heavy in wall time; where the host is
     # too loaded for the spin to run beside torch (another job on the 2 cores) it runs after it, and pays: the
-    # share's bound, a token kernel as long as the library work it hides, slower than eager (torch)
-    pad = got["parallel_pad"]
-    assert pad["status"] == "integrity" and "library-heavy" in {f["name"] for f in pad["flags"]} or \
-        pad["status"] == "ok" and pad["timing"]["speedup"] < 1.0, (pad["status"], pad["flags"], pad["custom_share_top"])
+    # share's bound, a token kernel as long as the library work it hides, slower than eager (torch). The same
+    # bound for torch's work run between the judge's samples (session 34's `sample_dodge`): the samples come at
+    # random now, so its spins across them are its own time, and it is library-heavy (48% on the 2-core box)
+    # or pays for its spins
+    for name in ("parallel_pad", "sample_dodge"):
+        pad = got[name]
+        assert pad["status"] == "integrity" and "library-heavy" in {f["name"] for f in pad["flags"]} or \
+            pad["status"] == "ok" and pad["timing"]["speedup"] < 1.0, (name, pad["status"], pad["flags"],
+                                                                       pad["custom_share_top"])
     first = got["lie_then_honest"]
     assert first["status"] == "integrity" and "timer-tampered" in {f["name"] for f in first["flags"]} or \
         first["status"] == "ok" and min(first["timing"]["cand_rounds_ms"]) > 0.3 * min(got["honest"]["timing"]["cand_rounds_ms"]), \
@@ -156,7 +161,7 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
         assert "cached-result" in {f["name"] for f in cache["flags"]}
     assert set(got) == set(EXPECTED) | {"pointer_cache", "pool_prefix", "median_lie", "lie_then_honest", "identity_after_torch",
                                         "honest", "exit_on_noise", "variant_fallback",
-                                        "clock_hook_slight", "parallel_pad", "sibling_seeds"} | set(HARMLESS) | \
+                                        "clock_hook_slight", "parallel_pad", "sample_dodge", "sibling_seeds"} | set(HARMLESS) | \
         set(HONEST_TWINS)
     for name in HONEST_TWINS:
         assert got[name]["status"] == "ok" and got[name]["flags"] == [], (name, got[name]["message"])

@@ -216,7 +216,7 @@ def test_code_mapped_while_sampled_is_library(tmp_path):
         proc.kill()
         proc.wait()
     lo, hi, path = next(m for m in code_maps(os.getpid()) if m[2] and place(m[2], str(tmp_path) + "/") == "glue")
-    samples = [(ms, lo) for ms in range(40)]
+    samples = [(ms * 1000, 1, lo) for ms in range(40)]
     assert share(samples, os.getpid(), str(tmp_path) + "/", [], 0, [(lo, hi)]) == \
         (0.0, f"{os.path.basename(path)} (mapped during its calls) 100% of 40 samples; its own code alone in 0 of 40 ms")
     assert share(samples, os.getpid(), str(tmp_path) + "/", [], 0, [])[0] is None      # glue, unmapped

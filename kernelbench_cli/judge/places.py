@@ -8,7 +8,7 @@ Each sample is one thread found running. Its place is counted as
   what any call through torch pays, and kbench's own messages in the candidate process;
 - library: everything else, torch's operators (libtorch_cpu) and the math libraries first, code in memory no
   file backs, and a file's code pages written at run time (library code copied into the candidate's own pages).
-The share is of wall time (`share`): the ms in which only its own code ran, over those in which its own or
+The share is of wall time (`share`): the time in which only its own code ran, over that in which its own or
 library code ran.
 """
 from __future__ import annotations
@@ -18,6 +18,7 @@ import re
 from collections import Counter
 
 MIN_SAMPLES = 30        # own + library: fewer say nothing
+REACH_US = 1500         # how far from its moment a sample stands for its thread (`_wall`)
 GLUE = re.compile(r"(^|/)(python[\d.]*|libpython[\d.]*\.so.*|ld-linux[^/]*|ld-musl[^/]*|lib(c|m|dl|rt|pthread|util)"
                   r"(-[\d.]+)?\.so[\d.]*|libstdc\+\+\.so[\d.]*|libgcc_s\.so[\d.]*|lib[gi]omp[\w.-]*\.so[\d.]*"
                   r"|libc10\.so|libtorch_python\.so|libshm\.so|\[vdso\]|\[vsyscall\])$"
@@ -40,16 +41,16 @@ def root_of(own_root: str) -> str:
     return os.path.join(os.path.realpath(own_root), "")
 
 
-def share(samples: list[tuple[int, int]], pid: int, own_root: str, before: list, unsampled: int = 0,
+def share(samples: list[tuple[int, int, int]], pid: int, own_root: str, before: list, unsampled: int = 0,
           mapped: list = ()) -> tuple[float | None, str]:
-    """(own / (own + library), the largest places), or (None, why), for (moment, program counter) samples of
-    `pid`'s threads, each thread one per ms of its CPU time, `moment` the ms it was taken in; and `unsampled`
-    ms of CPU time in threads no event sampled (library).
+    """(own / (own + library), the largest places), or (None, why), for (us, thread, program counter) samples of
+    `pid`'s threads, and `unsampled` ms of CPU time in threads no event sampled (library).
 
-    The share is of wall time, not CPU time: a ms in which any thread ran library code is library, one in which
-    only its own code ran (and glue) is its own. Counted in CPU time, torch's work on one thread beside a spin of
-    its own on the otherwise idle core passed as 63% custom work, at no cost in wall time (session 34's red
-    team, `parallel_pad`); in wall time the spin must follow the library's work, as long as it, as on one core.
+    The share is of wall time, not CPU time: time in which any thread ran library code is library, time in
+    which only its own code ran (and glue) is its own (`_wall`). Counted in CPU time, torch's work on one thread
+    beside a spin of its own on the otherwise idle core passed as 63% custom work, at no cost in wall time
+    (session 34's red team, `parallel_pad`); in wall time the spin must follow the library's work, as long as
+    it, as on one core.
 
     Code mapped before the candidate's import (`before`, code_maps at the ready) must still be that file's,
     unwritten: the candidate's own file mapped over torch's pages, holding torch's bytes at torch's addresses,
@@ -62,8 +63,8 @@ def share(samples: list[tuple[int, int]], pid: int, own_root: str, before: list,
     maps = _maps(pid)
     times = Counter(p for _, _, p, _ in maps if place(p, own_root) == "own")
     kinds, per = Counter(library=unsampled), Counter({"[threads started since]": unsampled} if unsampled else {})
-    moments: dict[int, set] = {}
-    for moment, pc in samples:
+    seen = []
+    for moment, tid, pc in samples:
         path, written = next(((p, w) for lo, hi, p, w in maps if lo <= pc < hi), ("", False))
         old = next((p for lo, hi, p in before if lo <= pc < hi), None)
         kind = place(path, own_root)
@@ -73,17 +74,45 @@ def share(samples: list[tuple[int, int]], pid: int, own_root: str, before: list,
             " (mapped again)" if kind == "own" and times[path] > 1 else ""
         kind = "library" if why else kind
         kinds[kind] += 1
-        moments.setdefault(moment, set()).add(kind)
+        seen.append((moment, tid, kind))
         if kind != "glue":
             per[(os.path.basename(path) or "[anonymous]") + why] += 1
     counted = kinds["own"] + kinds["library"]
     if counted < MIN_SAMPLES:
         return None, f"{counted} samples in compiled code (of {len(samples)}): too few to attribute"
-    alone = sum(1 for k in moments.values() if "own" in k and "library" not in k)
-    library = unsampled + sum(1 for k in moments.values() if "library" in k)
+    alone, library = _wall(seen)
+    library += unsampled * 1000
     top = ", ".join(f"{name} {n / counted:.0%}" for name, n in per.most_common(3))
-    return alone / max(1, alone + library), f"{top} of {counted} samples; its own code alone in {alone} of " \
-                                             f"{alone + library} ms"
+    return alone / max(1, alone + library), f"{top} of {counted} samples; its own code alone in " \
+                                             f"{alone / 1e3:.0f} of {(alone + library) / 1e3:.0f} ms"
+
+
+def _wall(seen: list[tuple[int, int, str]]) -> tuple[float, float]:
+    """(us in which its own code alone ran, us in which library code ran on any thread). Each sample stands for
+    its thread's time up to half-way to that thread's samples before and after it, at most REACH_US either side
+    (REACH_US / 2 past its first and last; samples come once per ms of a running thread's time, at random:
+    judge/sampler.py)."""
+    threads: dict[int, list] = {}
+    for moment, tid, kind in sorted(seen):
+        threads.setdefault(tid, []).append((moment, kind))
+    edges = []
+    for row in threads.values():
+        for k, (t, kind) in enumerate(row):
+            if kind != "glue":
+                lo = t - REACH_US / 2 if k == 0 else max(t - REACH_US, (row[k - 1][0] + t) / 2)
+                hi = t + REACH_US / 2 if k + 1 == len(row) else min(t + REACH_US, (t + row[k + 1][0]) / 2)
+                edges += [(lo, kind, 1), (hi, kind, -1)]
+    alone = library = 0.0
+    running, last = Counter(), None
+    for at, kind, step in sorted(edges):
+        if last is not None:
+            if running["library"]:
+                library += at - last
+            elif running["own"]:
+                alone += at - last
+        running[kind] += step
+        last = at
+    return alone, library
 
 
 def code_maps(pid: int) -> list[tuple[int, int, str]]:

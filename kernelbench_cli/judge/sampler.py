@@ -24,8 +24,11 @@ import fcntl
 import mmap
 import os
 import platform
+import random
+import secrets
 import select
 import struct
+import threading
 import time
 from collections import Counter
 
@@ -62,9 +65,10 @@ class Sampler:
             raise SamplingFailed(f"no program counter known for {platform.machine()}")
         self.pid, self.own_root, self.before = pid, root_of(own_root), list(before)
         self.tids: set[int] = set()
-        self.pcs: list[tuple[int, int]] = []      # (tick, program counter)
+        self.pcs: list[tuple[int, int, int]] = []      # (us, thread, program counter)
         self.ticks = 0
         self.exit_status: int | None = None     # the process's, if it ended while attached (reaped here)
+        self._rng = random.Random(secrets.randbits(64))
         self._regs = (ctypes.c_uint64 * 68)()
         self._iov = _IOVec(ctypes.cast(self._regs, ctypes.c_void_p), ctypes.sizeof(self._regs))
 
@@ -132,13 +136,14 @@ class Sampler:
     def tick(self) -> None:
         """One sample of every thread found running."""
         self.ticks += 1
+        now = round(time.perf_counter() * 1e6)
         self._seize_new()
         for tid in [t for t in self.tids if self._running(t)]:
             if not self._stop(tid):
                 continue
             try:
                 _ptrace(PTRACE_GETREGSET, tid, ctypes.c_void_p(NT_PRSTATUS), ctypes.byref(self._iov))
-                self.pcs.append((self.ticks, self._regs[PC_INDEX]))
+                self.pcs.append((now, tid, self._regs[PC_INDEX]))
             except OSError:
                 pass
             try:
@@ -147,9 +152,10 @@ class Sampler:
                 self.tids.discard(tid)
 
     def sample_until(self, fd: int, deadline: float) -> None:
-        """Sample every PERIOD_S until `fd` is readable (the candidate's reply) or the deadline."""
+        """Sample once per PERIOD_S, at random (a fixed period is predictable: Perf), until `fd` is readable (the
+        candidate's reply) or the deadline."""
         while time.perf_counter() < deadline and self.exit_status is None:
-            if select.select([fd], [], [], PERIOD_S)[0]:
+            if select.select([fd], [], [], self._rng.expovariate(1 / PERIOD_S))[0]:
                 return
             self.tick()
 
@@ -169,12 +175,15 @@ class Sampler:
 class _PerfAttr(ctypes.Structure):       # struct perf_event_attr, its first 128 bytes (PERF_ATTR_SIZE_VER7)
     _fields_ = [("type", ctypes.c_uint32), ("size", ctypes.c_uint32), ("config", ctypes.c_uint64),
                 ("sample_period", ctypes.c_uint64), ("sample_type", ctypes.c_uint64),
-                ("read_format", ctypes.c_uint64), ("flags", ctypes.c_uint64), ("rest", ctypes.c_uint8 * 80)]
+                ("read_format", ctypes.c_uint64), ("flags", ctypes.c_uint64), ("wakeup_events", ctypes.c_uint32),
+                ("rest", ctypes.c_uint8 * 76)]
 
 
 PERF_OPEN = {"x86_64": 298, "aarch64": 241}.get(platform.machine())
-PERF_PAGES = 32          # ring buffer per thread: ~5,400 samples, drained after every batch (`drain`)
-PERF_ENABLE, PERF_DISABLE, PERF_RECORD_MMAP, PERF_RECORD_LOST, PERF_RECORD_SAMPLE = 0x2400, 0x2401, 1, 2, 9
+PERF_PAGES = 16          # ring buffer per thread (~1,300 samples), drained as samples come
+PERF_ENABLE, PERF_DISABLE, PERF_PERIOD, PERF_SET_OUTPUT, PERF_ID = 0x2400, 0x2401, 0x40082404, 0x2405, 0x80082407
+PERF_RECORD_MMAP, PERF_RECORD_LOST, PERF_RECORD_SAMPLE = 1, 2, 9
+ARMS = 2                 # sampling events per thread, each due after its own exponential span of CPU time
 
 
 def perf_refused() -> str | None:
@@ -187,90 +196,156 @@ def perf_refused() -> str | None:
 
 
 class Perf:
-    """The kernel's sampling of the candidate's threads, invisible to it: a task-clock event per thread (one
-    sample per ms of that thread's CPU time, user mode: its program counter), opened by the judge, read from
-    ring buffers only the judge maps. Threads started later have no event (the kernel maps no buffer of an
-    inherited per-thread event), so their CPU time, the process's less what the events counted, is counted
-    as library time (`unsampled_ms`): a thread started and joined inside one call hides nothing. Nothing shows in the candidate (no tracer,
-    no stop), so the calls sampled can be its timed calls themselves; SamplingFailed where the kernel refuses
-    (perf_event_paranoid, a container's seccomp profile, locked-memory limits), and the judge falls back to
-    Sampler. The buffers are drained after each batch, while the candidate is frozen (no writer), so none
-    fills: a full buffer drops new samples, and a candidate honest for its first seconds would be all they
-    held."""
+    """The kernel's sampling of the candidate's threads, invisible to it: per thread, task-clock events opened
+    by the judge and read from ring buffers only the judge maps, user mode only (the program counter).
+
+    A sample comes after an exponentially distributed span of that thread's CPU time (mean ARMS x PERIOD_S,
+    ARMS events at once: one per PERIOD_S): the judge's thread wakes on each sample and draws the next span of
+    the event that took it (PERF_EVENT_IOC_PERIOD restarts its count). A fixed period was predictable from the
+    thread's CPU clock once one sample had been felt (a ~20 us gap in an rdtsc loop), and torch's work ran
+    between samples (session 34's red team, `sample_dodge`: own code 96-97%). What remains of a span is
+    memoryless, so a felt sample or a new span's interrupt says nothing of the next sample; until the judge's
+    thread has drawn an event's new span (tens of us) the other events' spans run on.
+
+    A counting event per thread keeps its CPU time and records each executable mapping made. Threads started
+    later have no event (the kernel maps no buffer of an inherited per-thread event), so their CPU time, the
+    process's less what the events counted, is counted as library time (`unsampled_ms`): a thread started and
+    joined inside one call hides nothing. Nothing shows in the candidate (no tracer, no stop), so the calls
+    sampled are its timed calls themselves; SamplingFailed where the kernel refuses (perf_event_paranoid, a
+    container's seccomp profile, locked-memory limits), and the judge falls back to Sampler."""
 
     def __init__(self, pid: int, own_root: str, before: list = ()):
         if PERF_OPEN is None or PC_INDEX is None:
             raise SamplingFailed(f"no perf events known for {platform.machine()}")
         self.pid, self.own_root, self.before = pid, root_of(own_root), list(before)
-        self.events: list[tuple[int, mmap.mmap]] = []
-        self.samples, self.lost = [], 0      # (ms taken in, program counter); samples the kernel could not write
+        self.counters: list[tuple[int, mmap.mmap]] = []
+        self.arms: dict[int, int] = {}       # sampling event's id -> its fd
+        self.samples, self.lost = [], 0      # (us, thread, program counter); samples the kernel could not write
         self.mapped: list[tuple[int, int]] = []     # code mapped while sampled (PERF_RECORD_MMAP)
         self.cpu0, self.counted0 = 0.0, 0.0
         self.cpus: Counter = Counter()               # samples per CPU they were taken on
-        attr = _PerfAttr(type=1, size=ctypes.sizeof(_PerfAttr), config=1, sample_period=1_000_000,
-                         sample_type=1 | 2 | 4 | 0x80, flags=1 | 32 | 64 | 256)
-        # (TASK_CLOCK; IP | TID | TIME | CPU; disabled, user mode only, a record of each executable mapping made)
+        self._rng = random.Random(secrets.randbits(64))
+        self._lock, self._waker, self._thread, self._on = threading.Lock(), os.pipe(), None, False
+        count = _PerfAttr(type=1, size=ctypes.sizeof(_PerfAttr), config=1, flags=1 | 32 | 64 | 256)
+        arm = _PerfAttr(type=1, size=ctypes.sizeof(_PerfAttr), config=1, sample_period=1_000_000,
+                        sample_type=1 | 2 | 4 | 0x80 | 0x10000, flags=1 | 32 | 64, wakeup_events=1)
+        # (TASK_CLOCK; counting: disabled, user mode only, a record of each executable mapping made;
+        #  sampling: IP | TID | TIME | CPU | IDENTIFIER, a wake-up per sample)
         try:
             tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
         except OSError as e:
             raise SamplingFailed(f"no such process ({e.strerror})") from None
         try:
             for tid in tids:
-                fd = _libc.syscall(PERF_OPEN, ctypes.byref(attr), tid, -1, -1, 8)      # PERF_FLAG_FD_CLOEXEC
-                if fd < 0:
-                    err = ctypes.get_errno()
-                    if err == 3:
-                        continue
-                    raise SamplingFailed(f"perf events refused ({os.strerror(err)})")
+                fd = self._open(count, tid)
+                if fd is None:
+                    continue
                 try:
                     ring = mmap.mmap(fd, (1 + PERF_PAGES) * mmap.PAGESIZE)
                 except OSError as e:
                     os.close(fd)
                     raise SamplingFailed(f"perf ring buffer refused ({e.strerror})") from None
-                self.events.append((fd, ring))
+                self.counters.append((fd, ring))
+                for _ in range(ARMS):
+                    one = self._open(arm, tid)
+                    if one is not None:
+                        fcntl.ioctl(one, PERF_SET_OUTPUT, fd)
+                        self.arms[struct.unpack("Q", fcntl.ioctl(one, PERF_ID, bytes(8)))[0]] = one
         except BaseException:
             self.close()
             raise
 
+    @staticmethod
+    def _open(attr: _PerfAttr, tid: int) -> int | None:
+        fd = _libc.syscall(PERF_OPEN, ctypes.byref(attr), tid, -1, -1, 8)      # PERF_FLAG_FD_CLOEXEC
+        if fd >= 0:
+            return fd
+        err = ctypes.get_errno()
+        if err == 3:            # ESRCH: the thread ended meanwhile
+            return None
+        raise SamplingFailed(f"perf events refused ({os.strerror(err)})")
+
+    def _arm(self, fd: int) -> None:
+        """A new span for the event: the kernel restarts its count from now (PERF_EVENT_IOC_PERIOD)."""
+        span = max(10_000, round(self._rng.expovariate(1 / (ARMS * PERIOD_S * 1e9))))
+        try:
+            fcntl.ioctl(fd, PERF_PERIOD, struct.pack("Q", span))
+        except OSError:         # its thread ended
+            pass
+
     def enable(self, on: bool = True) -> None:
-        for fd, _ in self.events:
+        if on:
+            for fd in self.arms.values():
+                self._arm(fd)
+        for fd in [fd for fd, _ in self.counters] + list(self.arms.values()):
             fcntl.ioctl(fd, PERF_ENABLE if on else PERF_DISABLE, 0)
+        self._on = on
         if on:
             self.cpu0, self.counted0 = process_cpu_ms(self.pid), self._counted_ms()
+            self._thread = threading.Thread(target=self._rearm, daemon=True, name="kbench-perf")
+            self._thread.start()
+        else:
+            self._stop()
+
+    def _rearm(self) -> None:
+        """The judge's thread: drains a ring as its samples come and re-arms the events that fired."""
+        poller = select.poll()
+        poller.register(self._waker[0], select.POLLIN)
+        for fd, _ in self.counters:
+            poller.register(fd, select.POLLIN)
+        while True:
+            for fd, event in poller.poll():
+                if fd == self._waker[0]:
+                    return
+                if event & (select.POLLHUP | select.POLLERR | select.POLLNVAL):      # its thread ended
+                    poller.unregister(fd)
+            self.drain()
+
+    def _stop(self) -> None:
+        if self._thread is not None:
+            os.write(self._waker[1], b"x")
+            self._thread.join()
+            self._thread = None
 
     def _counted_ms(self) -> float:
         """CPU time of the threads with events (task-clock counts while enabled, in ns)."""
-        return sum(struct.unpack("Q", os.read(fd, 8))[0] for fd, _ in self.events) / 1e6
+        return sum(struct.unpack("Q", os.read(fd, 8))[0] for fd, _ in self.counters) / 1e6
 
     def unsampled_ms(self) -> float:
         """The process's CPU time since enable() that no event counted: threads it started since (beyond the
         clock's 10 ms ticks, one per thread)."""
         extra = process_cpu_ms(self.pid) - self.cpu0 - (self._counted_ms() - self.counted0)
-        return max(0.0, extra - 10.0 * (len(self.events) + 1))
+        return max(0.0, extra - 10.0 * (len(self.counters) + 1))
 
     def drain(self) -> None:
-        """Take every sample the buffers hold and free their room (data_tail); call while nothing of the
-        candidate runs."""
-        room = PERF_PAGES * mmap.PAGESIZE
-        for _, ring in self.events:
-            head, tail = struct.unpack_from("QQ", ring, 1024)       # data_head, data_tail
-            while tail + 8 <= head:
-                kind, _, size = struct.unpack("IHH", _ring_bytes(ring, tail, 8, room))
-                if size < 8:
-                    break
-                if kind == PERF_RECORD_SAMPLE and size >= 40:      # ip, pid and tid, time, cpu and a reserved word
-                    pc, _, ns, cpu = struct.unpack("QQQI", _ring_bytes(ring, tail + 8, 28, room))
-                    self.samples.append((ns // 1_000_000, pc))
-                    self.cpus[cpu] += 1
-                elif kind == PERF_RECORD_MMAP and size >= 40:        # pid, tid, addr, len, pgoff, name
-                    addr, length = struct.unpack("QQ", _ring_bytes(ring, tail + 16, 16, room))
-                    self.mapped.append((addr, addr + length))
-                elif kind == PERF_RECORD_LOST and size >= 24:
-                    self.lost += struct.unpack("Q", _ring_bytes(ring, tail + 16, 8, room))[0]
-                tail += size
-            struct.pack_into("Q", ring, 1032, tail)
+        """Take every sample the buffers hold and free their room (data_tail); re-arm the events that fired
+        (while enabled)."""
+        room, fired = PERF_PAGES * mmap.PAGESIZE, set()
+        with self._lock:
+            for _, ring in self.counters:
+                head, tail = struct.unpack_from("QQ", ring, 1024)       # data_head, data_tail
+                while tail + 8 <= head:
+                    kind, _, size = struct.unpack("IHH", _ring_bytes(ring, tail, 8, room))
+                    if size < 8:
+                        break
+                    if kind == PERF_RECORD_SAMPLE and size >= 48:   # id, ip, pid and tid, time, cpu and a reserved word
+                        sid, pc, _, tid, ns, cpu = struct.unpack("QQIIQI", _ring_bytes(ring, tail + 8, 36, room))
+                        self.samples.append((ns // 1000, tid, pc))
+                        self.cpus[cpu] += 1
+                        fired.add(self.arms.get(sid, -1))
+                    elif kind == PERF_RECORD_MMAP and size >= 40:        # pid, tid, addr, len, pgoff, name
+                        addr, length = struct.unpack("QQ", _ring_bytes(ring, tail + 16, 16, room))
+                        self.mapped.append((addr, addr + length))
+                    elif kind == PERF_RECORD_LOST and size >= 24:
+                        sid, lost = struct.unpack("QQ", _ring_bytes(ring, tail + 8, 16, room))
+                        self.lost += lost
+                        fired.add(self.arms.get(sid, -1))
+                    tail += size
+                struct.pack_into("Q", ring, 1032, tail)
+            for fd in fired - {-1} if self._on else ():     # (spent: the same span again, known to the candidate)
+                self._arm(fd)
 
-    def pcs(self) -> list[tuple[int, int]]:
+    def pcs(self) -> list[tuple[int, int, int]]:
         self.drain()
         return self.samples
 
@@ -279,10 +354,15 @@ class Perf:
         return share(pcs, self.pid, self.own_root, self.before, round(self.unsampled_ms()), self.mapped)
 
     def close(self) -> None:
-        for fd, ring in self.events:
+        self._stop()
+        for fd in self.arms.values():
+            os.close(fd)
+        for fd, ring in self.counters:
             ring.close()
             os.close(fd)
-        self.events = []
+        for fd in self._waker:
+            os.close(fd)
+        self.arms, self.counters, self._waker = {}, [], ()
 
 
 def process_cpu_ms(pid: int) -> float:
