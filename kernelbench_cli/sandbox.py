@@ -137,7 +137,12 @@ def not_dumpable():
 
 
 def drop_capabilities() -> None:
-    """Empty the bounding, effective, permitted and inheritable sets (a no-op for an unprivileged user)."""
+    """Empty the bounding, effective, permitted and inheritable sets (a no-op for an unprivileged user), and no
+    real-time or raised priority within the limits either (RLIMIT_RTPRIO, RLIMIT_NICE at 0, hard): a SCHED_FIFO
+    candidate thread would hold a core from the judge's threads, the sampler's among them (judge/sampler.py)."""
+    import resource
+    for limit in (resource.RLIMIT_RTPRIO, resource.RLIMIT_NICE):
+        resource.setrlimit(limit, (0, 0))
     for cap in range(64):
         if _prctl(PR_CAPBSET_DROP, cap) != 0:
             break

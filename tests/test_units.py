@@ -675,6 +675,41 @@ def test_the_run_sandbox_refuses_another_processs_affinity_priority_and_limits(c
     assert others.split() == [str(errno.EPERM)] * 11 and own.split() == ["0"] * 6, (proc.stdout, proc.stderr[-500:])
 
 
+REALTIME = r"""
+import os, resource, sys
+from kernelbench_cli import sandbox
+try:        # a host whose limits allow real-time and raised priority without capabilities
+    resource.setrlimit(resource.RLIMIT_RTPRIO, (10, 10))
+    resource.setrlimit(resource.RLIMIT_NICE, (30, 30))
+except (OSError, ValueError):
+    print("unraised"); sys.exit()
+sandbox.drop_capabilities()
+def errno(fn, *args):
+    try:
+        fn(*args)
+        return 0
+    except OSError as e:
+        return e.errno
+print(errno(os.sched_setscheduler, 0, os.SCHED_FIFO, os.sched_param(1)),
+      errno(os.sched_setscheduler, 0, os.SCHED_RR, os.sched_param(1)),
+      errno(os.setpriority, os.PRIO_PROCESS, 0, -1), errno(os.setpriority, os.PRIO_PROCESS, 0, 5))
+"""
+
+
+def test_a_candidate_gets_no_real_time_or_raised_priority():
+    """A candidate's threads at SCHED_FIFO, or at a nice below the judge's, could hold the slot's cores from the
+    judge's threads (the perf sampler's re-arming among them); with its capabilities gone, the limits that
+    would still allow it (RLIMIT_RTPRIO, RLIMIT_NICE, where a host raised them) are 0 too. Lowering its own
+    priority stays allowed."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", REALTIME], text=True, capture_output=True, timeout=60, cwd=ROOT,
+                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    if proc.stdout.strip() == "unraised":
+        pytest.skip("only root can raise the limits this test needs lowered")
+    assert proc.stdout.split() == ["1", "1", "13", "0"], (proc.stdout, proc.stderr[-500:])
+
+
 def test_the_run_sandbox_refuses_queued_signals_to_other_processes():
     """rt_sigqueueinfo / rt_tgsigqueueinfo reached the parent (the judge) from a confined candidate while kill
     was refused (session 19's red team); now they are checked as kill is: this process only."""
