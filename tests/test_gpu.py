@@ -148,10 +148,11 @@ def test_compute_bound_work_started_ahead_under_the_untimed_flush_is_priced(kben
     so the batch's wall did not hold it either (session 19, a strict xfail then). kbench's flush now fills every
     SM (l2flush.py): the work runs in a call's events or delays the flush, and the witness prices it. Written in
     session 19 without a GPU run."""
-    # engaged: its own clock under 0.9 of the honest kernel's. Under the fenced flush (session 32, H100) it read
+    # engaged: its own clock under 0.95 of the honest kernel's. Under the fenced flush (session 32, H100) it read
     # 0.71 of it (0.033 against 0.047 ms): the work that once ran under the flush's stores now holds the flush back,
     # which the timed flushes charge to its calls (0.9-1.7 ms a batch), so it no longer reads near-free as it did
-    got = short_kernel_lie(kbench, "heavy_ahead", honest_name="heavy", engaged=0.9, bound=None, extra=(
+    # On the H100 in session 35 it read 0.906 (0.0421 against 0.0465 ms, 2.52 ms a batch charged): engaged, by less
+    got = short_kernel_lie(kbench, "heavy_ahead", honest_name="heavy", engaged=0.95, bound=None, extra=(
         "--config", ROOT / "configs" / "quick.yaml", "--set", "timing.max_rounds=30", "--set", "timing.budget_s=6",
         "--set", "timing.batch_ms=8"))
     assert got is None or got["ratio"] < 1.6, got

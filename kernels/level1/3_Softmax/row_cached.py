@@ -6,6 +6,8 @@ with warp shuffles and one shared-memory step, then writes exp(x - max) / sum fr
 Rows longer than blockDim * CACHE * 4 still work: the uncached tail is re-read from global memory.
 Accurate expf (no --use_fast_math) so the error vs the fp64 oracle stays at the fp32 reference's.
 Expected: near the copy floor (512 MB of traffic, ~125 us); eager is already close, so ~1.0-1.2x.
+NaN: a thread that saw only NaN kept (m, s) = (-inf, 0), so its row came out finite elsewhere where torch's
+is all NaN (caught by the special-value trials of session 34, on the H100 in session 35); the sum now carries it.
 Measured (H200, 2026-12-04, results/H200/bench-20261204-s18.jsonl): 137.6 µs per call, 1.30x eager [1.29,
 1.32], 1.74x torch.compile; 0.99 of the roofline floor (136.6 µs).
 """
@@ -35,10 +37,10 @@ template <> struct Vec<1> {
     static __device__ __forceinline__ void store(float* p, const float* v) { p[0] = v[0]; }
 };
 
-// merge (m2, s2) into (m, s): s = sum exp(x - m)
+// merge (m2, s2) into (m, s): s = sum exp(x - m); a NaN sum (a NaN in the row) stays NaN
 __device__ __forceinline__ void merge_ms(float& m, float& s, float m2, float s2) {
     float mn = fmaxf(m, m2);
-    if (mn == -CUDART_INF_F) return;  // both empty
+    if (mn == -CUDART_INF_F) { s += s2; return; }  // nothing finite on either side: 0, or NaN
     s = s * expf(m - mn) + s2 * expf(m2 - mn);
     m = mn;
 }
@@ -46,8 +48,10 @@ __device__ __forceinline__ void merge_ms(float& m, float& s, float m2, float s2)
 template <int V>
 __device__ __forceinline__ void online_update(float& m, float& s, const float* v) {
     float cm = v[0];
+    bool nan = isnan(v[0]);
 #pragma unroll
-    for (int j = 1; j < V; ++j) cm = fmaxf(cm, v[j]);
+    for (int j = 1; j < V; ++j) { cm = fmaxf(cm, v[j]); nan |= isnan(v[j]); }
+    if (nan) s = CUDART_NAN_F;  // fmaxf drops NaN: a NaN makes the whole row NaN, as in torch.softmax
     if (cm > m) { s *= expf(m - cm); m = cm; }
     if (m == -CUDART_INF_F) return;  // nothing finite seen yet: avoid exp(-inf - -inf) = NaN
 #pragma unroll
