@@ -44,12 +44,12 @@ import math
 import torch
 
 from ..correctness import (CLASS_RANK, clone, compare, judge, oracle_outputs, precision_class,
-                           reduced_precision_errors, rel_l2, synchronize, tensors, tf32_off, to_device)
+                           reduced_precision_errors, rel_l2, synchronize, tensors, to_device)
 from .. import trace
 from ..layouts import layout_specs, layout_variant, write_view
 from ..results import Flag
 from .handle import CandidateFailed
-from .shapes import shape_variants
+from .shapes import forward, shape_variants
 
 RUNNABLE = ("values", "special", "edge", "layout", "shapes")
 # A norm-wise error against the reference above this is of no precision class (bf16 arithmetic costs a few
@@ -121,20 +121,13 @@ def _dependence(ref, base: list, base_out, planted: list, g: torch.Generator, mo
             other.append(q)
         else:
             other.append(p)
-    out2 = ref.run(other) if model is None else _run(model, other, ref.device)
+    out2 = ref.run(other) if model is None else forward(model, other, ref.device)
     # depends = differs by more than the comparison's tolerance: an FFT or Winograd convolution spreads a
     # rounding-sized change over the whole image, which is not the output depending on the planted values
     tol = ref.tolerance
     masks = [~((a.double() - b.double()).abs() <= tol + tol * torch.maximum(a.abs(), b.abs()).double())
              for a, b in zip(tensors(base_out), tensors(out2))]
     return base_out, masks, base
-
-
-def _run(model, inputs: list, device: str):
-    with torch.no_grad(), tf32_off():
-        out = model(*clone(inputs))
-    synchronize(device)
-    return out
 
 
 def _specials(base: list, g: torch.Generator) -> list:
@@ -194,7 +187,7 @@ def make_variants(ref, seed: int) -> list[Variant]:
             group = [Variant("shapes", name, inputs, out)]      # with the special values at its sizes: tails
             for kind, planted in _specials(inputs, g) if "special" in wanted else ():
                 try:
-                    group.append(Variant("special", f"{kind} at {name}", planted, _run(model, planted, ref.device)))
+                    group.append(Variant("special", f"{kind} at {name}", planted, forward(model, planted, ref.device)))
                     group[-1].finite = _dependence(ref, inputs, out, planted, g, model)
                 except Exception:        # the reference rejects it: not a variant of this problem
                     group = group[:1]

@@ -29,6 +29,14 @@ def _prime_below(n: int) -> int:
     return m
 
 
+def forward(model, inputs: list, device: str):
+    """The reference's output on copies of `inputs`, as its trials compute it (no grad, no TF32), finished."""
+    with torch.no_grad(), tf32_off():
+        out = model(*clone(inputs))
+    synchronize(device)
+    return out
+
+
 SHAPE_KINDS = {"prime below": _prime_below, "2^k-1 at half": lambda n: (1 << max(2, (n // 2).bit_length() - 1)) - 1}
 
 
@@ -45,9 +53,7 @@ def shape_variants(ref, seed: int) -> list:
             init = list(problem.get_init_inputs())
             model = construct(problem.Model, init, ref.device, ref.dtype, ref.seeds["init"])
             inputs = make_inputs(problem, seed, ref.device, ref.dtype)
-            with torch.no_grad(), tf32_off():
-                out = model(*clone(inputs))
-            synchronize(ref.device)
+            out = forward(model, inputs, ref.device)
         except Exception:            # the reference does not run at these sizes: not a variant of it
             continue
         finally:
