@@ -61,6 +61,8 @@ EXPECTED = {   # candidate -> (status, flags that must be raised)
     "memfd_traversal": ("integrity", {"library-heavy"}),    # ... from a memfd named into the extension cache
     # session 34's red team: its own verdict written onto the judge's channel, after the flags were raised
     "forged_verdict": ("integrity", {"protocol", "no-custom-kernel"}),
+    # session 35's red team: torch in a thread started inside each call (no perf event), its own spin beside it
+    "unsampled_worker": ("integrity", {"library-heavy"}),
 }
 if perf_refused():     # the ptrace fallback: the candidate tells its sampled calls apart (docs/integrity.md)
     EXPECTED["tracer_aware"] = ("ok", set())
@@ -130,6 +132,13 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
         assert pad["status"] == "integrity" and "library-heavy" in {f["name"] for f in pad["flags"]} or \
             pad["status"] == "ok" and pad["timing"]["speedup"] < 1.0, (name, pad["status"], pad["flags"],
                                                                        pad["custom_share_top"])
+    # libtorch_cpu's code copied into its own .so at build time (session 35): the bytes are torch's, library-heavy;
+    # a torch build without the kernel it calls makes it raise instead
+    mirror = got["torch_mirror"]
+    assert mirror["status"] == "integrity" and "library-heavy" in {f["name"] for f in mirror["flags"]} and \
+        "a copy of libtorch_cpu.so's code" in mirror["custom_share_top"] or \
+        mirror["status"] == "runtime-error" and "no add_clamp kernel" in mirror["message"], \
+        (mirror["status"], mirror["flags"], mirror["custom_share_top"], mirror["message"][:300])
     first = got["lie_then_honest"]
     assert first["status"] == "integrity" and "timer-tampered" in {f["name"] for f in first["flags"]} or \
         first["status"] == "ok" and min(first["timing"]["cand_rounds_ms"]) > 0.3 * min(got["honest"]["timing"]["cand_rounds_ms"]), \
@@ -161,7 +170,8 @@ def test_every_exploit_is_caught_or_harmless(kbench, monkeypatch):
         assert "cached-result" in {f["name"] for f in cache["flags"]}
     assert set(got) == set(EXPECTED) | {"pointer_cache", "pool_prefix", "median_lie", "lie_then_honest", "identity_after_torch",
                                         "honest", "exit_on_noise", "variant_fallback",
-                                        "clock_hook_slight", "parallel_pad", "sample_dodge", "sibling_seeds"} | set(HARMLESS) | \
+                                        "clock_hook_slight", "parallel_pad", "sample_dodge", "sibling_seeds", "torch_mirror"} | \
+        set(HARMLESS) | \
         set(HONEST_TWINS)
     for name in HONEST_TWINS:
         assert got[name]["status"] == "ok" and got[name]["flags"] == [], (name, got[name]["message"])

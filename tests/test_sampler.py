@@ -257,3 +257,41 @@ def test_its_own_code_beside_torchs_on_another_core_is_not_custom_work(tmp_path,
             proc.kill()
             proc.wait()
         assert got[0] is not None and low <= got[0] <= high and "pad.so" in got[1], (mode, got)
+
+
+COPY_C = """asm(".pushsection .text\\n.balign 4096\\n.globl copy_start\\ncopy_start:\\n.incbin \\"%s\\",%d,65536\\n.popsection\\n");
+extern char copy_start[];
+char* copy_at(void) { return copy_start; }
+void spin(double s) { volatile double a = 1; for (long i = 0; i < (long)(s * 4e8); ++i) a = a * 1.0000001; }"""
+COPY_LOOP = """import ctypes, sys, torch
+own = ctypes.CDLL(sys.argv[1])
+own.copy_at.restype = ctypes.c_void_p
+print(own.copy_at(), ctypes.cast(own.spin, ctypes.c_void_p).value, flush=True)
+sys.stdin.readline()"""
+
+
+def test_own_code_that_is_a_librarys_code_byte_for_byte_is_found(tmp_path):
+    """Session 35's red team put libtorch_cpu's code into its own extension (.incbin) and ran torch's loop from the
+    copy, as its own. 64 KB of libtorch_cpu's code embedded in a .so of its own the same way: every pc in the copy
+    is found in libtorch_cpu, a pc in its own compiled function is not."""
+    import random
+    import torch
+    from kernelbench_cli.judge.copies import _code_segments, copied
+    lib = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")
+    offset, size = _code_segments(lib)[0]
+    start = offset + size // 2 // 4096 * 4096           # somewhere in the middle of its code
+    (tmp_path / "copy.c").write_text(COPY_C % (lib, start))
+    subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-o", str(tmp_path / "copy.so"), str(tmp_path / "copy.c")],
+                   check=True)
+    proc = subprocess.Popen([sys.executable, "-c", COPY_LOOP, str(tmp_path / "copy.so")], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        base, spin = map(int, proc.stdout.readline().split())
+        inside = [base + 64 + random.randrange(65536 - 128) for _ in range(20)]
+        found = copied(proc.pid, inside + [spin + 8], [lib])
+    finally:
+        proc.kill()
+        proc.wait()
+    padding = [pc for pc in inside if pc not in found]      # (only a window of nops or zeros may go unmatched)
+    assert len(padding) <= 2 and found.get(inside[0], "libtorch_cpu.so") == "libtorch_cpu.so", (len(found), padding)
+    assert spin + 8 not in found
