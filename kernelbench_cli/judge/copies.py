@@ -8,8 +8,10 @@ in the copy: ok, no flag, 0.95 own, 1.37x. The import can paste the bytes into t
 rule closes it; the bytes do. For each distinct sampled pc, the WINDOW bytes around it (read from the file the
 kernel maps there) are looked up in the executable segments of the library files mapped in the candidate process:
 every 16-byte gram at an 8-byte step of the library is hashed (torch, in chunks), filtered through a bitmap of
-the window's grams at every byte offset, and each exact gram hit is confirmed on the whole window. A copy of at
-least WINDOW bytes around the pc holds at least one such gram whatever its alignment.
+the window's grams at every byte offset, and each exact gram hit is grown byte by byte into the longest run the
+library and the window share there; a window half covered by such runs is a copy. A piece of a copy at least 23
+bytes long holds one such gram whatever its alignment, so a copy cut into pieces joined by jumps is found too
+while its pieces are that long.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import warnings
 import torch
 
 WINDOW, GRAM, MAX_PCS = 64, 16, 2048
+COPIED = 0.75                   # of a window's bytes in runs the library holds: a copy (cut into pieces, too)
 CHUNK = 1 << 23                 # library words hashed at a time (64 MB)
 BITS = (1 << 24) - 1            # the filter's bitmap, 16 MB
 M1, M2 = -7046029254386353131, 0x2545F4914F6CDD1D       # odd multipliers of a gram's two words (wrapping)
@@ -117,7 +120,8 @@ def copied(pid: int, pcs: list[int], libraries: list[str]) -> dict[int, str]:
 
 def _scan(mm, seg_offset: int, size: int, grams: dict, wanted, bitmap, windows: dict, found: dict, name: str) -> None:
     """The grams of one code segment at an 8-byte step, chunk by chunk (a gram may span two chunks: each chunk
-    reads one word past its end)."""
+    reads one word past its end); a window is a copy where the library holds runs covering COPIED of it."""
+    covered: dict[int, bytearray] = {}
     start = (seg_offset + 7) // 8 * 8
     words = (seg_offset + size - start) // 8
     with warnings.catch_warnings():
@@ -132,6 +136,20 @@ def _scan(mm, seg_offset: int, size: int, grams: dict, wanted, bitmap, windows: 
             for j in hits.tolist():
                 at = start + 8 * (first + j)
                 for pc, off in grams.get(int(h[j]), ()):
-                    if pc not in found and at >= off and mm[at - off:at - off + WINDOW] == windows[pc]:
-                        found[pc] = name
+                    _cover(mm, at, windows[pc], off, covered.setdefault(pc, bytearray(WINDOW)))
             del w, h
+    for pc, marks in covered.items():
+        if pc not in found and sum(marks) >= COPIED * WINDOW:
+            found[pc] = name
+
+
+def _cover(mm, at: int, window: bytes, off: int, marks: bytearray) -> None:
+    """Marks the window's bytes in the longest run around its gram at `off` that the library holds around `at`."""
+    if mm[at:at + GRAM] != window[off:off + GRAM]:
+        return                                          # (a hash collision)
+    lo, hi = off, off + GRAM
+    while lo > 0 and at - (off - lo) - 1 >= 0 and mm[at - (off - lo) - 1] == window[lo - 1]:
+        lo -= 1
+    while hi < WINDOW and at + (hi - off) < len(mm) and mm[at + (hi - off)] == window[hi]:
+        hi += 1
+    marks[lo:hi] = b"\x01" * (hi - lo)
