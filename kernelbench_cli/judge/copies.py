@@ -5,8 +5,8 @@ the candidate's own extension).
 sources can carry another file's bytes: session 35's red team put libtorch_cpu's whole code into its extension
 (`asm(".incbin ...")`, the trusted compiler reads the file) and called torch's fused add-clamp loop at its address
 in the copy: ok, no flag, 0.95 own, 1.37x. The import can paste the bytes into the source as well, so no source
-rule closes it; the bytes do. For each distinct sampled pc, the WINDOW bytes around it (read from the file the
-kernel maps there) are looked up in the executable segments of the library files mapped in the candidate process:
+rule closes it; the bytes do. For each distinct sampled pc, the WINDOW bytes around it (read from the candidate's
+memory: a file read by the name /proc gives was another file's, or none, where the name held a newline) are looked up in the executable segments of the library files mapped in the candidate process:
 every 16-byte gram at an 8-byte step of the library is hashed (torch, in chunks), filtered through a bitmap of
 the window's grams at every byte offset, and each exact gram hit is grown byte by byte into the longest run the
 library and the window share there; a window half covered by such runs is a copy. A piece of a copy at least 23
@@ -15,14 +15,18 @@ while its pieces are that long.
 """
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
+import random
 import struct
 import warnings
 
 import torch
 
-WINDOW, GRAM, MAX_PCS = 64, 16, 2048
+from ..channel import read_process_memory
+
+WINDOW, GRAM, MAX_PCS = 64, 16, 8192
 COPIED = 0.75                   # of a window's bytes in runs the library holds: a copy (cut into pieces, too)
 CHUNK = 1 << 23                 # library words hashed at a time (64 MB)
 BITS = (1 << 24) - 1            # the filter's bitmap, 16 MB
@@ -54,20 +58,19 @@ def _file_maps(pid: int) -> list[tuple[int, int, int, str]]:
 
 
 def _windows(pid: int, pcs: list[int]) -> dict[int, bytes]:
-    """The WINDOW bytes around each pc, read from the file mapped there (its pages unwritten: places.py)."""
+    """The WINDOW bytes around each pc as mapped in `pid` (process_vm_readv: what runs, whatever the file on disk
+    holds now or its name says), within the mapping that holds the pc; none where they cannot be read."""
     maps, out = _file_maps(pid), {}
+    buf = ctypes.create_string_buffer(WINDOW)
     for pc in pcs:
-        for lo, hi, offset, path in maps:
-            if lo <= pc < hi:
-                start = max(lo, min(pc - WINDOW // 2, hi - WINDOW))
+        for lo, hi, _, _ in maps:
+            if lo <= pc < hi and hi - lo >= WINDOW:
                 try:
-                    with open(path, "rb") as f:
-                        f.seek(offset + start - lo)
-                        data = f.read(WINDOW)
+                    read_process_memory(pid, max(lo, min(pc - WINDOW // 2, hi - WINDOW)), WINDOW,
+                                        ctypes.addressof(buf))
+                    out[pc] = buf.raw
                 except OSError:
-                    break
-                if len(data) == WINDOW:
-                    out[pc] = data
+                    pass
                 break
     return out
 
@@ -93,16 +96,21 @@ def _code_segments(path: str) -> list[tuple[int, int]]:
 
 
 def copied(pid: int, pcs: list[int], libraries: list[str]) -> dict[int, str]:
-    """{pc: library file name} for those of `pcs` (at most MAX_PCS of them) whose WINDOW bytes around them are
-    in one of `libraries`' code, byte for byte."""
-    windows = _windows(pid, sorted(set(pcs))[:MAX_PCS])
+    """{pc: why it is not its own code} for those of `pcs` whose WINDOW bytes around them are in one of
+    `libraries`' code, byte for byte, or could not be read, or were not looked at (beyond MAX_PCS distinct pcs, a
+    random MAX_PCS are: red team, session 35, filled the first by address with a sled of its own)."""
+    distinct = list(set(pcs))
+    random.shuffle(distinct)
+    windows = _windows(pid, distinct[:MAX_PCS])
+    unread = {pc: "code the judge could not read" for pc in distinct[:MAX_PCS] if pc not in windows}
+    unread.update({pc: "code the judge did not look at" for pc in distinct[MAX_PCS:]})
     grams: dict[int, list[tuple[int, int]]] = {}
     for pc, data in windows.items():
         for off in range(WINDOW - GRAM + 1):
             if len(set(data[off:off + GRAM])) >= 4:         # (not padding: a run of nops or zeros is anyone's)
                 a, b = struct.unpack_from("<qq", data, off)
                 grams.setdefault(_hash(a, b), []).append((pc, off))
-    found: dict[int, str] = {}
+    found: dict[int, str] = unread
     if not grams:
         return found
     wanted = torch.tensor(sorted(grams), dtype=torch.int64)
@@ -140,7 +148,7 @@ def _scan(mm, seg_offset: int, size: int, grams: dict, wanted, bitmap, windows: 
             del w, h
     for pc, marks in covered.items():
         if pc not in found and sum(marks) >= COPIED * WINDOW:
-            found[pc] = name
+            found[pc] = f"a copy of {name}'s code"
 
 
 def _cover(mm, at: int, window: bytes, off: int, marks: bytearray) -> None:

@@ -31,7 +31,8 @@ def place(path: str, own_root: str) -> str:
     """own | glue | library for the file mapped at a sampled program counter ("" for anonymous memory). The
     name is the kernel's, taken as it is: a memfd's is the candidate's choice ("/memfd:x/../<cache>/..."; red
     team, session 24), and a deleted file's is no file's."""
-    if not path.startswith("/") or path.startswith("/memfd:") or path.endswith(" (deleted)") or "/../" in path:
+    if not path.startswith("/") or path.startswith("/memfd:") or path.endswith(" (deleted)") or "/../" in path \
+            or "\\" in path:         # (/proc writes a newline in a name as \012: not the file of that name)
         return "glue" if path in ("[vdso]", "[vsyscall]") else "library"
     if path.startswith(own_root):
         return "own" if path.endswith(".so") else "library"     # (not an object file or ninja's: main.o)
@@ -80,7 +81,7 @@ def share(samples: list[tuple[int, int, int]], pid: int, own_root: str, before: 
     seen = []
     for moment, tid, pc, path, kind, why in placed:
         if kind == "own" and pc in copies:
-            kind, why = "library", f" (a copy of {copies[pc]}'s code)"
+            kind, why = "library", f" ({copies[pc]})"
         kinds[kind] += 1
         seen.append((moment, tid, kind))
         if kind != "glue":
